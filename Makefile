@@ -1,0 +1,66 @@
+# Loadline developer entry points. `make demo` and `make test` do all set-up themselves.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+INSTALL_STAMP := $(VENV)/.loadline-installed
+PYTEST_ARGS ?=
+
+.PHONY: help demo test lint unit integration components cluster cluster-down crds bench clean
+
+help:
+	@echo "make demo          local cluster (etcd, kube-apiserver, kwok fake nodes) with Loadline on it"
+	@echo "make test          lint + unit + integration tests against real Kubernetes components"
+	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
+	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
+	@echo "make crds          regenerate deploy/crds from common/api/crdgen.py"
+
+$(INSTALL_STAMP): pyproject.toml
+	@echo "==> [setup] virtualenv $(VENV) with Loadline and its dev tools"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --progress-bar off --upgrade pip >/dev/null
+	@$(PY) -m pip install --progress-bar off -e '.[dev]' | grep -E '^(Collecting|Successfully)' || true
+	@$(PY) -c 'import common.api.nodemetric' || { echo "installation failed"; exit 1; }
+	@touch $@
+
+components: $(INSTALL_STAMP)
+	@echo "==> [setup] Kubernetes components (built from the Go module proxy once, then cached)"
+	@$(PY) -m tests.harness.build
+
+lint: $(INSTALL_STAMP)
+	@echo "==> [lint] ruff"
+	@$(PY) -m ruff check .
+	@echo "==> [lint] mypy (strict) on common, agent, manager, scheduler_plugin"
+	@$(PY) -m mypy
+	@echo "==> [lint] deploy/crds matches its generator"
+	@$(PY) -m common.api.crdgen --check
+
+test: lint components
+	@echo "==> [test] pytest: unit tests and integration tests on a real kube-apiserver"
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests"; exit 1; fi; exit $$rc
+
+unit: $(INSTALL_STAMP)
+	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: components
+	@$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+cluster: components
+	@$(PY) -m tests.harness cluster up
+
+cluster-down: $(INSTALL_STAMP)
+	@$(PY) -m tests.harness cluster down
+
+demo: components
+	@$(PY) -m tests.harness cluster up
+	@echo
+	@echo "The local cluster is up. Loadline's components are being built issue by issue;"
+	@echo "today the cluster has Loadline's CRDs installed:  kubectl get crd | grep -E 'koordinator|scheduling'"
+	@echo "Stop it with: make cluster-down"
+
+crds: $(INSTALL_STAMP)
+	@$(PY) -m common.api.crdgen
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,210 @@
+"""Pod helpers over Kubernetes JSON (plain dicts, as watches deliver them).
+
+Priority and QoS classes follow Koordinator (apis/extension/priority.go, qos.go);
+requests and limits follow kube-scheduler (component-helpers resource.PodRequests):
+app containers summed, init containers as a running maximum with restartable
+(sidecar) init containers added, pod-level resources when set, then overhead.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from common.api import constants as c
+from common.api.quantity import Quantity
+
+
+class PriorityClass(enum.StrEnum):
+    PROD = "koord-prod"
+    MID = "koord-mid"
+    BATCH = "koord-batch"
+    FREE = "koord-free"
+    NONE = ""
+
+
+# Koordinator's value ranges (inclusive); the chart's PriorityClass objects use the lower bound.
+PRIORITY_RANGES: Final = {
+    PriorityClass.PROD: (9000, 9999),
+    PriorityClass.MID: (7000, 7999),
+    PriorityClass.BATCH: (5000, 5999),
+    PriorityClass.FREE: (3000, 3999),
+}
+
+
+class QoSClass(enum.StrEnum):
+    LSE = "LSE"
+    LSR = "LSR"
+    LS = "LS"
+    BE = "BE"
+    SYSTEM = "SYSTEM"
+    NONE = ""
+
+
+class KubeQoSClass(enum.StrEnum):
+    GUARANTEED = "Guaranteed"
+    BURSTABLE = "Burstable"
+    BEST_EFFORT = "BestEffort"
+
+
+def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("metadata") or {}
+
+
+def _spec(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    return pod.get("spec") or {}
+
+
+def priority_class_of_value(priority: int | None) -> PriorityClass:
+    if priority is None:
+        return PriorityClass.NONE
+    for cls, (low, high) in PRIORITY_RANGES.items():
+        if low <= priority <= high:
+            return cls
+    return PriorityClass.NONE
+
+
+def priority_class_raw(pod: Mapping[str, Any]) -> PriorityClass:
+    """Label `koordinator.sh/priority-class`, else `spec.priority`'s range, else the class name itself."""
+    label = (_meta(pod).get("labels") or {}).get(c.LABEL_PRIORITY_CLASS)
+    if label in PRIORITY_RANGES:
+        return PriorityClass(label)
+    spec = _spec(pod)
+    by_value = priority_class_of_value(spec.get("priority"))
+    if by_value is not PriorityClass.NONE:
+        return by_value
+    # Without the Priority admission plugin spec.priority may be empty; the class name still says it.
+    name = spec.get("priorityClassName")
+    return PriorityClass(name) if name in PRIORITY_RANGES else PriorityClass.NONE
+
+
+def priority_class_of(pod: Mapping[str, Any]) -> PriorityClass:
+    """The defaulted class Koordinator reports in NodeMetric `podsMetric[].priority`."""
+    raw = priority_class_raw(pod)
+    if raw is not PriorityClass.NONE:
+        return raw
+    qos = qos_class_of(pod)
+    if qos in (QoSClass.SYSTEM, QoSClass.LSE, QoSClass.LSR, QoSClass.LS):
+        return PriorityClass.PROD
+    if qos is QoSClass.BE:
+        return PriorityClass.BATCH
+    return PriorityClass.NONE
+
+
+def kube_qos_class(pod: Mapping[str, Any]) -> KubeQoSClass:
+    """status.qosClass when the API server set it, else computed the way kubelet does."""
+    reported = (pod.get("status") or {}).get("qosClass")
+    if isinstance(reported, str) and reported in KubeQoSClass.__members__.values():
+        return KubeQoSClass(reported)
+    spec = _spec(pod)
+    containers = list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+    any_set = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or {}
+        limits = resources.get("limits") or {}
+        for name in (c.RESOURCE_CPU, c.RESOURCE_MEMORY):
+            request = requests.get(name, limits.get(name))  # kubelet defaults requests to limits
+            limit = limits.get(name)
+            if _nonzero(request) or _nonzero(limit):
+                any_set = True
+            if limit is None or request is None or Quantity.parse(request) != Quantity.parse(limit):
+                guaranteed = False
+    if not any_set:
+        return KubeQoSClass.BEST_EFFORT
+    return KubeQoSClass.GUARANTEED if guaranteed else KubeQoSClass.BURSTABLE
+
+
+def _nonzero(value: Any) -> bool:
+    return value is not None and not Quantity.parse(value).is_zero()
+
+
+def qos_class_of(pod: Mapping[str, Any]) -> QoSClass:
+    """Label `koordinator.sh/qosClass`, else Guaranteed→LSR, Burstable→LS, BestEffort→BE."""
+    label = (_meta(pod).get("labels") or {}).get(c.LABEL_QOS_CLASS)
+    if label in QoSClass.__members__.values() and label:
+        return QoSClass(label)
+    return {
+        KubeQoSClass.GUARANTEED: QoSClass.LSR,
+        KubeQoSClass.BURSTABLE: QoSClass.LS,
+        KubeQoSClass.BEST_EFFORT: QoSClass.BE,
+    }[kube_qos_class(pod)]
+
+
+ResourceTotals = dict[str, Quantity]
+
+
+def _add(into: ResourceTotals, resources: Mapping[str, Any], field: str) -> None:
+    for name, raw in resources.items():
+        q = Quantity.parse(raw, field=f"{field}.{name}")
+        into[name] = into[name] + q if name in into else q
+
+
+def _max_into(into: ResourceTotals, other: ResourceTotals) -> None:
+    for name, q in other.items():
+        if name not in into or q > into[name]:
+            into[name] = q
+
+
+def _aggregate(pod: Mapping[str, Any], kind: str) -> ResourceTotals:
+    spec = _spec(pod)
+    totals: ResourceTotals = {}
+    for i, container in enumerate(spec.get("containers") or []):
+        _add(totals, (container.get("resources") or {}).get(kind) or {}, f"spec.containers[{i}].resources.{kind}")
+    sidecars: ResourceTotals = {}
+    init_peak: ResourceTotals = {}
+    for i, container in enumerate(spec.get("initContainers") or []):
+        own: ResourceTotals = {}
+        _add(own, (container.get("resources") or {}).get(kind) or {}, f"spec.initContainers[{i}].resources.{kind}")
+        if container.get("restartPolicy") == "Always":
+            # A sidecar keeps running next to the app containers and later init containers.
+            for name, q in own.items():
+                totals[name] = totals[name] + q if name in totals else q
+            for name, q in own.items():
+                sidecars[name] = sidecars[name] + q if name in sidecars else q
+            step = dict(sidecars)
+        else:
+            step = dict(own)
+            for name, q in sidecars.items():
+                step[name] = step[name] + q if name in step else q
+        _max_into(init_peak, step)
+    _max_into(totals, init_peak)
+
+    pod_level = (spec.get("resources") or {}).get(kind) or {}
+    for name, raw in pod_level.items():  # PodLevelResources: the pod-level value wins for that resource
+        totals[name] = Quantity.parse(raw, field=f"spec.resources.{kind}.{name}")
+
+    overhead = spec.get("overhead") or {}
+    if kind == "requests" or totals:
+        for name, raw in overhead.items():
+            if kind == "limits" and name not in totals:
+                continue  # overhead only raises a limit that exists
+            q = Quantity.parse(raw, field=f"spec.overhead.{name}")
+            totals[name] = totals[name] + q if name in totals else q
+    return totals
+
+
+def pod_requests(pod: Mapping[str, Any]) -> ResourceTotals:
+    """Effective pod requests as kube-scheduler computes them."""
+    return _aggregate(pod, "requests")
+
+
+def pod_limits(pod: Mapping[str, Any]) -> ResourceTotals:
+    """Effective pod limits (containers summed, init containers as maximum, overhead added where a limit exists)."""
+    return _aggregate(pod, "limits")
+
+
+def scalar(name: str, q: Quantity) -> int:
+    """Koordinator's vector unit: `cpu` in milli-cores, everything else (incl. batch-cpu) by value."""
+    return q.milli_value() if name == c.RESOURCE_CPU else q.value()
+
+
+def scalars(resources: ResourceTotals, names: Iterable[str] | None = None) -> dict[str, int]:
+    wanted = resources.keys() if names is None else names
+    return {name: scalar(name, resources[name]) if name in resources else 0 for name in wanted}
+
+
+def is_daemonset_pod(pod: Mapping[str, Any]) -> bool:
+    return any(ref.get("kind") == "DaemonSet" for ref in _meta(pod).get("ownerReferences") or [])

@@ -1,0 +1,181 @@
+"""PodGroup CRDs and every way a pod can say it belongs to a gang.
+
+Two CRD groups carry the same PodGroup shape: scheduler-plugins' `scheduling.x-k8s.io`
+and the older `scheduling.sigs.k8s.io` Koordinator vendors. A gang can also be declared
+with labels or annotations only (seed 000's `pod-group.scheduling.sigs.k8s.io/name` +
+`/min-available`, Koordinator's `gang.scheduling.koordinator.sh/*`).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
+
+from common.api import constants as c
+from common.api.quantity import NonNegativeQuantity
+from common.api.wire import GoDuration, KubeModel, ObjectMeta, Time
+
+API_VERSIONS = (f"{c.PODGROUP_GROUP}/{c.PODGROUP_VERSION}", f"{c.PODGROUP_GROUP_LEGACY}/{c.PODGROUP_VERSION}")
+
+
+class PodGroupPhase(enum.StrEnum):
+    PENDING = "Pending"
+    PRE_SCHEDULING = "PreScheduling"  # legacy group only
+    SCHEDULING = "Scheduling"
+    SCHEDULED = "Scheduled"  # legacy group only
+    RUNNING = "Running"
+    FINISHED = "Finished"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class PodGroupSpec(KubeModel):
+    min_member: int | None = Field(default=None, ge=1)
+    min_resources: dict[str, NonNegativeQuantity] | None = None
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+
+
+class PodGroupStatus(KubeModel):
+    phase: PodGroupPhase | None = None
+    occupied_by: str | None = None
+    scheduled: int | None = None  # removed from scheduler-plugins in 2023; still in the legacy group
+    running: int | None = None
+    succeeded: int | None = None
+    failed: int | None = None
+    schedule_start_time: Time | None = None
+
+
+class PodGroup(KubeModel):
+    api_version: str = API_VERSIONS[0]
+    kind: str = "PodGroup"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: PodGroupSpec = Field(default_factory=PodGroupSpec)
+    status: PodGroupStatus | None = None
+
+    _always_emit: ClassVar[tuple[str, ...]] = ("api_version", "kind", "metadata")
+
+    @field_validator("api_version")
+    @classmethod
+    def _known_group(cls, value: str) -> str:
+        if value not in API_VERSIONS:
+            raise ValueError(
+                f"apiVersion {value!r} is not a PodGroup version; expected one of {', '.join(API_VERSIONS)}"
+            )
+        return value
+
+
+class GangSource(enum.StrEnum):
+    POD_GROUP = "scheduling.x-k8s.io/pod-group"  # label → PodGroup CRD (scheduler-plugins)
+    POD_GROUP_LEGACY = "pod-group.scheduling.sigs.k8s.io"  # label → PodGroup CRD (Koordinator)
+    KOORDINATOR_ANNOTATIONS = "gang.scheduling.koordinator.sh"  # annotations only
+    LIGHTWEIGHT_LABELS = "pod-group.scheduling.sigs.k8s.io/name"  # labels only (seed 000)
+
+
+class GangMode(enum.StrEnum):
+    STRICT = "Strict"
+    NON_STRICT = "NonStrict"
+
+
+@dataclass(frozen=True, slots=True)
+class GangRef:
+    """Which gang a pod is in, and what its labels/annotations say about it.
+
+    `min_available` is None when it must be read from the PodGroup object.
+    """
+
+    namespace: str
+    name: str
+    source: GangSource
+    min_available: int | None = None
+    total_number: int | None = None
+    waiting_time: GoDuration | None = None
+    mode: GangMode = GangMode.STRICT
+    match_policy: str | None = None
+    groups: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def uses_crd(self) -> bool:
+        return self.source in (GangSource.POD_GROUP, GangSource.POD_GROUP_LEGACY)
+
+
+class GangSpecError(ValueError):
+    """A pod's gang labels/annotations are malformed; the message names the key and value."""
+
+
+def _positive_int(meta: Mapping[str, str], key: str) -> int | None:
+    raw = meta.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise GangSpecError(f"{key}={raw!r} is not an integer") from None
+    if value < 1:
+        raise GangSpecError(f"{key}={raw!r} must be at least 1")
+    return value
+
+
+def gang_of(pod: Mapping[str, Any]) -> GangRef | None:
+    """The gang a pod (Kubernetes JSON) belongs to, or None. Raises GangSpecError on malformed keys."""
+    meta = pod.get("metadata") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    namespace = meta.get("namespace") or "default"
+
+    if name := labels.get(c.LABEL_POD_GROUP):
+        return GangRef(namespace, name, GangSource.POD_GROUP)
+    if name := labels.get(c.LABEL_POD_GROUP_LEGACY):
+        return GangRef(namespace, name, GangSource.POD_GROUP_LEGACY)
+    if name := annotations.get(c.ANNOTATION_GANG_NAME):
+        minimum = _positive_int(annotations, c.ANNOTATION_GANG_MIN_AVAILABLE)
+        total = _positive_int(annotations, c.ANNOTATION_GANG_TOTAL_NUMBER)
+        if total is not None and minimum is not None and total < minimum:
+            total = minimum  # Koordinator corrects a total below the minimum
+        waiting = annotations.get(c.ANNOTATION_GANG_WAITING_TIME)
+        try:
+            waiting_time = GoDuration.parse(waiting) if waiting else None
+        except ValueError as exc:
+            raise GangSpecError(f"{c.ANNOTATION_GANG_WAITING_TIME}: {exc}") from None
+        mode_raw = annotations.get(c.ANNOTATION_GANG_MODE, GangMode.STRICT.value)
+        try:
+            mode = GangMode(mode_raw)
+        except ValueError:
+            raise GangSpecError(f"{c.ANNOTATION_GANG_MODE}={mode_raw!r} must be Strict or NonStrict") from None
+        groups_raw = annotations.get(c.ANNOTATION_GANG_GROUPS)
+        groups: tuple[str, ...] = ()
+        if groups_raw:
+            try:
+                parsed = json.loads(groups_raw)
+            except json.JSONDecodeError:
+                raise GangSpecError(f"{c.ANNOTATION_GANG_GROUPS}={groups_raw!r} is not a JSON list") from None
+            if not isinstance(parsed, list) or not all(isinstance(g, str) for g in parsed):
+                raise GangSpecError(f'{c.ANNOTATION_GANG_GROUPS}={groups_raw!r} must be a JSON list of "ns/name"')
+            groups = tuple(parsed)
+        return GangRef(
+            namespace,
+            name,
+            GangSource.KOORDINATOR_ANNOTATIONS,
+            min_available=minimum,
+            total_number=total if total is not None else minimum,
+            waiting_time=waiting_time,
+            mode=mode,
+            match_policy=annotations.get(c.ANNOTATION_GANG_MATCH_POLICY),
+            groups=groups,
+        )
+    if name := labels.get(c.LABEL_LIGHTWEIGHT_GANG_NAME):
+        minimum = _positive_int(labels, c.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE)
+        if minimum is None:
+            raise GangSpecError(
+                f"{c.LABEL_LIGHTWEIGHT_GANG_NAME}={name!r} needs {c.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE}"
+            )
+        return GangRef(namespace, name, GangSource.LIGHTWEIGHT_LABELS, min_available=minimum, total_number=minimum)
+    return None

@@ -1,0 +1,204 @@
+"""Shared plumbing for API models: lossless read-modify-write of Kubernetes JSON.
+
+Every model keeps fields it does not know (`extra="allow"`), so an object written by a
+newer Koordinator survives our read-modify-write. Dumping uses `exclude_unset`, so a
+field that was absent on the wire stays absent, as Go's `omitempty` would have it;
+fields Go always writes are listed in `_always_emit`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, PlainSerializer, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic_core import core_schema
+
+
+class KubeModel(BaseModel):
+    model_config = ConfigDict(
+        extra="allow",
+        populate_by_name=True,
+        alias_generator=to_camel,
+        validate_assignment=True,
+        serialize_by_alias=True,
+    )
+
+    _always_emit: ClassVar[tuple[str, ...]] = ()
+
+    @model_validator(mode="after")
+    def _mark_always_emitted(self) -> Self:
+        for name in self._always_emit:
+            self.__pydantic_fields_set__.add(name)
+        return self
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Self:
+        return cls.model_validate(obj)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON the API server stores, with unknown fields kept and absent fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+# --- metav1.Time ----------------------------------------------------------------
+def _parse_time(value: Any) -> Any:
+    if isinstance(value, str):
+        text = value[:-1] + "+00:00" if value.endswith("Z") else value
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise ValueError(f"invalid RFC 3339 time {value!r}") from exc
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return value
+
+
+def format_time(value: datetime) -> str:
+    """metav1.Time's wire form: RFC 3339, UTC, whole seconds."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Time = Annotated[datetime, BeforeValidator(_parse_time), PlainSerializer(format_time, return_type=str)]
+
+
+# --- metav1.Duration (Go time.Duration text) ------------------------------------
+_DURATION_UNITS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "μs": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
+_DURATION_TERM = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GoDuration:
+    """A Go `time.Duration` as text on the wire (`5m0s`), exact to the nanosecond."""
+
+    nanoseconds: int
+    raw: str | None = None
+
+    @classmethod
+    def parse(cls, value: str | GoDuration) -> GoDuration:
+        if isinstance(value, GoDuration):
+            return value
+        if not isinstance(value, str):
+            raise ValueError(f"invalid duration {value!r}: expected a string like '5m0s'")
+        text = value
+        sign = 1
+        if text[:1] in "+-" and text:
+            sign = -1 if text[0] == "-" else 1
+            text = text[1:]
+        if text == "0":
+            return cls(0, value)
+        pos, total = 0, 0
+        if not text:
+            raise ValueError(f"invalid duration {value!r}")
+        while pos < len(text):
+            m = _DURATION_TERM.match(text, pos)
+            if not m:
+                raise ValueError(f"invalid duration {value!r}: expected terms like 1h, 5m, 30s, 500ms")
+            number, unit = m.groups()
+            whole, _, frac = number.partition(".")
+            scale = _DURATION_UNITS[unit]
+            total += int(whole or 0) * scale
+            if frac:
+                total += int(frac) * scale // 10 ** len(frac)
+            pos = m.end()
+        return cls(sign * total, value)
+
+    @classmethod
+    def from_seconds(cls, seconds: float) -> GoDuration:
+        return cls(round(seconds * 10**9))
+
+    @property
+    def seconds(self) -> float:
+        return self.nanoseconds / 10**9
+
+    def canonical(self) -> str:
+        """Go's Duration.String(): `5m0s`, `1h0m0s`, `1.5s`, `300ms`."""
+        ns = abs(self.nanoseconds)
+        sign = "-" if self.nanoseconds < 0 else ""
+        if ns == 0:
+            return "0s"
+        if ns < 10**9:
+            for unit, scale in (("ms", 10**6), ("µs", 10**3), ("ns", 1)):
+                if ns >= scale:
+                    return sign + _trim_fraction(ns, scale) + unit
+        hours, rest = divmod(ns, 3600 * 10**9)
+        minutes, rest = divmod(rest, 60 * 10**9)
+        out = sign
+        if hours:
+            out += f"{hours}h"
+        if hours or minutes:
+            out += f"{minutes}m"
+        return out + _trim_fraction(rest, 10**9) + "s"
+
+    def to_wire(self) -> str:
+        return self.raw if self.raw is not None else self.canonical()
+
+    def __str__(self) -> str:
+        return self.canonical()
+
+    def __repr__(self) -> str:
+        return f"GoDuration({self.canonical()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GoDuration) and other.nanoseconds == self.nanoseconds
+
+    def __hash__(self) -> int:
+        return hash(self.nanoseconds)
+
+    def __lt__(self, other: GoDuration) -> bool:
+        return self.nanoseconds < other.nanoseconds
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: type[Any], handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.parse,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda d: d.to_wire(), return_schema=core_schema.str_schema()
+            ),
+            json_schema_input_schema=core_schema.str_schema(),
+        )
+
+
+def _trim_fraction(value: int, scale: int) -> str:
+    whole, frac = divmod(value, scale)
+    if not frac:
+        return str(whole)
+    digits = len(str(scale)) - 1
+    return f"{whole}.{frac:0{digits}d}".rstrip("0")
+
+
+# --- metav1.ObjectMeta (the parts we read; the rest is kept as extra) -------------
+class OwnerReference(KubeModel):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(KubeModel):
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None

@@ -1,0 +1,92 @@
+"""`loadline`: one command, one subcommand per component.
+
+Each subcommand lives in its component's package as `<package>/main.py` exposing
+`main(argv) -> int`; this table is the only place that lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+
+from common.version import __version__
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    module: str
+    summary: str
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "agent": Subcommand("agent.main", "node agent: samples cgroups, /proc, GPUs and InfiniBand; publishes NodeMetrics"),
+    "manager": Subcommand("manager.main", "controller: batch (overcommit) resources per node and NodeSLO watermarks"),
+    "scheduler": Subcommand("scheduler_plugin.main", "scheduler: load-aware, gang and InfiniBand-topology placement"),
+    "descheduler": Subcommand(
+        "scheduler_plugin.descheduler.main", "LowNodeLoad descheduler: drains hot nodes through the Eviction API"
+    ),
+    "explain": Subcommand("scheduler_plugin.explain", "why a pod went where it went, or why it is pending"),
+}
+
+
+class _NotBuilt(Exception):
+    pass
+
+
+def _load(name: str) -> object:
+    spec = SUBCOMMANDS[name]
+    try:
+        module = importlib.import_module(spec.module)
+    except ModuleNotFoundError as exc:
+        if exc.name and spec.module.startswith(exc.name):
+            raise _NotBuilt from None
+        raise
+    entry = getattr(module, "main", None)
+    if entry is None:
+        raise _NotBuilt
+    return entry
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadline",
+        description="Loadline: load-aware colocation for Kubernetes, wire-compatible with Koordinator.",
+        epilog="Run `loadline <command> --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"loadline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    for name, spec in SUBCOMMANDS.items():
+        sub.add_parser(name, help=spec.summary, add_help=False)
+    sub.add_parser("version", help="print the version")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    if not args or args[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "version":
+        print(f"loadline {__version__}")
+        return 0
+    if command not in SUBCOMMANDS:
+        parser.parse_args(args)  # prints argparse's "invalid choice" message and exits 2
+        return 2
+    try:
+        entry = _load(command)
+    except _NotBuilt:
+        print(
+            f"loadline {command}: not available in this build yet ({SUBCOMMANDS[command].summary}).",
+            file=sys.stderr,
+        )
+        return 2
+    result = entry(rest)  # type: ignore[operator]
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

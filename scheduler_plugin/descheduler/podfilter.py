@@ -1,0 +1,79 @@
+"""Which pods on a hot node may be evicted at all (before any capacity or placement question)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler_plugin.descheduler.args import PROTECTED_NAMESPACES, LowNodeLoadArgs
+from scheduler_plugin.descheduler.model import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_MIRROR_POD, PodSnapshot
+from scheduler_plugin.descheduler.podclasses import EVICTION_COST_NEVER, SYSTEM_CRITICAL_PRIORITY, eviction_cost
+from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_any_of
+
+# Skip reasons (also the label values of the "pods skipped" metric).
+SKIP_TERMINATING = "terminating"
+SKIP_MIRROR = "mirror or static pod"
+SKIP_DAEMONSET = "DaemonSet pod"
+SKIP_BARE = "bare pod (no controller)"
+SKIP_NAMESPACE = "namespace not evictable"
+SKIP_SELECTOR = "not matched by podSelectors"
+SKIP_EVICTION_COST = "eviction-cost is MaxInt32"
+SKIP_CRITICAL = "system-critical priority"
+SKIP_LOCAL_STORAGE = "local storage"
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceFilter:
+    include: frozenset[str]
+    exclude: frozenset[str]
+
+    @classmethod
+    def from_args(cls, args: LowNodeLoadArgs) -> NamespaceFilter:
+        ns = args.evictable_namespaces
+        return cls(include=frozenset(ns.include), exclude=frozenset(ns.exclude))
+
+    def allows(self, namespace: str) -> bool:
+        if self.include:
+            return namespace in self.include
+        # kube-system and Loadline's own namespace stay protected even when a user replaces the
+        # exclude list; only an explicit include opens them.
+        return namespace not in self.exclude and namespace not in PROTECTED_NAMESPACES
+
+
+@dataclass(frozen=True, slots=True)
+class PodFilter:
+    namespaces: NamespaceFilter
+    selector: LabelMatcher
+    evict_local_storage: bool
+
+    @classmethod
+    def from_args(cls, args: LowNodeLoadArgs) -> PodFilter:
+        return cls(
+            namespaces=NamespaceFilter.from_args(args),
+            selector=compile_any_of([s.selector for s in args.pod_selectors]),
+            evict_local_storage=args.evict_local_storage_pods,
+        )
+
+    def blocker(self, pod: PodSnapshot) -> str | None:
+        """Why the pod must not be evicted, or None when it is a candidate."""
+        if pod.terminating or pod.phase in ("Succeeded", "Failed"):
+            return SKIP_TERMINATING
+        if ANNOTATION_MIRROR_POD in pod.annotations:
+            return SKIP_MIRROR
+        if pod.owner is not None and pod.owner.kind == "DaemonSet":
+            return SKIP_DAEMONSET  # the DaemonSet would recreate it on the same node
+        if not self.namespaces.allows(pod.namespace):
+            return SKIP_NAMESPACE
+        if not self.selector(pod.labels):
+            return SKIP_SELECTOR
+        if eviction_cost(pod) >= EVICTION_COST_NEVER:
+            return SKIP_EVICTION_COST
+        # The descheduler's evict annotation opts a pod in despite the default evictor's checks.
+        if ANNOTATION_DESCHEDULER_EVICT in pod.annotations:
+            return None
+        if pod.owner is None:
+            return SKIP_BARE  # nothing would recreate it
+        if pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY:
+            return SKIP_CRITICAL
+        if pod.has_local_storage and not self.evict_local_storage:
+            return SKIP_LOCAL_STORAGE
+        return None

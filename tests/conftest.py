@@ -1,0 +1,111 @@
+"""Fixtures that run the real Kubernetes components (built by tests/harness/build.py).
+
+`control_plane` is session-wide: one etcd + kube-apiserver for the whole run, torn down
+at the end (also after failures). Tests isolate themselves by names and namespaces.
+When a test that used the control plane fails, the tails of every component's log are
+printed with its report.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.harness.controlplane import ControlPlane, fake_node
+from tests.harness.processes import Component
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    return any(
+        getattr(request.node, f"rep_{when}", None) is not None and getattr(request.node, f"rep_{when}").failed
+        for when in ("setup", "call")
+    )
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    plane = ControlPlane.start()
+    print(f"\n[control plane] etcd + kube-apiserver ready in {plane.startup_seconds:.1f}s at {plane.server}")
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """The session control plane, with component logs printed if this test fails."""
+    yield control_plane
+    if _failed(request):
+        print("\n" + control_plane.log_report())
+
+
+@pytest.fixture
+def namespace(cluster: ControlPlane) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def kwok(control_plane: ControlPlane) -> Component:
+    """kwok managing fake nodes of the session control plane."""
+    return control_plane.start_kwok()
+
+
+@pytest.fixture
+def kwok_nodes(cluster: ControlPlane, kwok: Component) -> Iterator[Callable[..., list[str]]]:
+    """Factory: `kwok_nodes(n, cpu="32", memory="256Gi", labels=...)` creates n Ready fake nodes; deleted afterwards."""
+    created: list[str] = []
+
+    def make(count: int, *, prefix: str | None = None, timeout: float = 120, **node_args: Any) -> list[str]:
+        prefix = prefix or f"n{uuid.uuid4().hex[:6]}"
+        names = [f"{prefix}-{i}" for i in range(count)]
+        cluster.apply([fake_node(name, **node_args) for name in names])
+        created.extend(names)
+        cluster.kubectl(
+            "wait", "--for=condition=Ready", "node", *names, f"--timeout={int(timeout)}s", timeout=timeout + 10
+        )
+        return names
+
+    yield make
+    if created:
+        cluster.kubectl("delete", "node", *created, "--wait=false", check=False)
+
+
+@pytest.fixture
+def fresh_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane of its own, for tests that stop or restart the API server."""
+    plane = ControlPlane.start()
+    try:
+        yield plane
+    finally:
+        if _failed(request):
+            print("\n" + plane.log_report())
+        plane.stop()
+
+
+@pytest.fixture
+def kube_scheduler(cluster: ControlPlane) -> Iterator[Callable[..., Component]]:
+    """Factory: start the real kube-scheduler with the given profiles/config; stopped after the test."""
+    started: list[Component] = []
+
+    def start(profiles: list[dict[str, Any]] | None = None, **config: Any) -> Component:
+        scheduler = cluster.start_kube_scheduler(profiles, name=f"kube-scheduler-{uuid.uuid4().hex[:6]}", **config)
+        started.append(scheduler)
+        return scheduler
+
+    yield start
+    for scheduler in started:
+        cluster.stop_component(scheduler)

@@ -1,0 +1,300 @@
+"""API models read and write exactly what the API server stores (Koordinator's shapes)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from common.api.nodemetric import NodeMemoryCollectPolicy, NodeMetric
+from common.api.nodeslo import CPUSuppressPolicy, NodeSLO
+from common.api.podgroup import PodGroup, PodGroupPhase
+from common.api.quantity import Quantity
+from common.api.wire import GoDuration
+
+# reference/koordinator.md §1, as stored (the elided aggregatedSystemUsages filled with the same shape)
+KOORDINATOR_NODEMETRIC = """
+apiVersion: slo.koordinator.sh/v1alpha1
+kind: NodeMetric
+metadata:
+  name: node-a
+spec:
+  metricCollectPolicy:
+    aggregateDurationSeconds: 300
+    reportIntervalSeconds: 60
+    nodeAggregatePolicy:
+      durations: ["5m0s", "10m0s", "30m0s"]
+    nodeMemoryCollectPolicy: usageWithoutPageCache
+status:
+  updateTime: "2026-07-24T06:52:45Z"
+  nodeMetric:
+    nodeUsage:
+      resources: {cpu: 3512m, memory: 20498764Ki}
+    aggregatedNodeUsages:
+    - duration: 5m0s
+      usage:
+        avg: {resources: {cpu: 3490m, memory: 20480Mi}}
+        p50: {resources: {cpu: 3400m, memory: 20400Mi}}
+        p90: {resources: {cpu: 4100m, memory: 20600Mi}}
+        p95: {resources: {cpu: 4300m, memory: 20610Mi}}
+        p99: {resources: {cpu: 5200m, memory: 20650Mi}}
+    - duration: 30m0s
+      usage: {avg: {}, p50: {}, p90: {}, p95: {}, p99: {}}
+    systemUsage:
+      resources: {cpu: 412m, memory: 3Gi}
+    aggregatedSystemUsages:
+    - duration: 5m0s
+      usage:
+        avg: {resources: {cpu: 400m, memory: 3Gi}}
+        p95: {resources: {cpu: 450m, memory: 3Gi}}
+    numaUsages:
+    - numaNodeID: 0
+      nodeUsage: {resources: {cpu: 1800m, memory: 10Gi}}
+      systemUsage: {resources: {cpu: 200m, memory: 1Gi}}
+  podsMetric:
+  - namespace: default
+    name: web-7d9f
+    priority: koord-prod
+    qos: LS
+    podUsage:
+      resources: {cpu: 120m, memory: 100Mi}
+      devices:
+      - {type: gpu, id: GPU-8c1e, minor: 0, health: false,
+         resources: {koordinator.sh/gpu-core: "35", koordinator.sh/gpu-memory: 4Gi, koordinator.sh/gpu-memory-ratio: "25"}}
+  hostApplicationMetric:
+  - {name: nginx, priority: koord-prod, qos: LS, usage: {resources: {cpu: 50m, memory: 64Mi}}}
+  prodReclaimableMetric:
+    resource: {resources: {cpu: 6200m, memory: 12Gi}}
+  prodPeakMetric:
+    resource: {resources: {cpu: 9800m, memory: 40Gi}}
+"""
+
+NODESLO = """
+apiVersion: slo.koordinator.sh/v1alpha1
+kind: NodeSLO
+metadata: {name: node-a}
+spec:
+  resourceUsedThresholdWithBE:
+    enable: true
+    cpuSuppressThresholdPercent: 60
+    cpuSuppressPolicy: cfsQuota
+    memoryEvictThresholdPercent: 80
+    cpuEvictBESatisfactionUpperPercent: 80
+    cpuEvictBESatisfactionLowerPercent: 40
+  resourceQOSStrategy:
+    policies: {cpuPolicy: coreSched}
+    beClass: {cpuQOS: {enable: true, groupIdentity: -1}}
+  cpuBurstStrategy: {policy: auto, cpuBurstPercent: 1000}
+  systemStrategy: {minFreeKbytesFactor: 100}
+  hostApplications:
+  - name: nginx
+    priority: koord-prod
+    qos: LS
+    cgroupPath: {base: CgroupRoot, parentDir: host-latency-sensitive/, relativePath: nginx/}
+  extensions: {vendor: {x: 1}}
+"""
+
+PODGROUPS = [
+    """
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: tf-smoke-gpu, namespace: default}
+spec: {minMember: 4, minResources: {cpu: "8", memory: 16Gi}, scheduleTimeoutSeconds: 30}
+status: {phase: Scheduling, running: 1, succeeded: 0, failed: 0, occupiedBy: default/job-a, scheduleStartTime: "2026-07-24T06:52:45Z"}
+""",
+    """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: tf-smoke-gpu, namespace: default}
+spec: {minMember: 2, scheduleTimeoutSeconds: 60}
+status: {phase: PreScheduling, scheduled: 1, running: 0}
+""",
+]
+
+
+def _load(text: str) -> dict[str, Any]:
+    return dict(yaml.safe_load(text))
+
+
+@pytest.mark.parametrize(
+    ("model", "text"),
+    [(NodeMetric, KOORDINATOR_NODEMETRIC), (NodeSLO, NODESLO)] + [(PodGroup, t) for t in PODGROUPS],
+)
+def test_reference_objects_round_trip_without_loss(model: Any, text: str) -> None:
+    wire = _load(text)
+    assert model.from_wire(wire).to_wire() == wire
+
+
+_MAPS = {"resources", "labels", "extensions"}  # maps of values, not structs
+
+
+def _plant_unknown_fields(obj: Any, marker: str, parent: str = "") -> None:
+    """Add a field a newer Koordinator might write to every struct below obj."""
+    if isinstance(obj, dict):
+        for key, value in list(obj.items()):
+            _plant_unknown_fields(value, marker, key)
+        if parent not in _MAPS:
+            obj[marker] = {"fromNewerKoordinator": [1, "two"]}
+    elif isinstance(obj, list):
+        for value in obj:
+            _plant_unknown_fields(value, marker, parent)
+
+
+def test_unknown_fields_survive_read_modify_write() -> None:
+    wire = _load(KOORDINATOR_NODEMETRIC)
+    _plant_unknown_fields(wire["status"], "zzFuture")
+    wire["spec"]["metricCollectPolicy"]["zzFuture"] = 7
+    nm = NodeMetric.from_wire(wire)
+    assert nm.status is not None and nm.status.node_metric is not None and nm.status.node_metric.node_usage is not None
+    nm.status.node_metric.node_usage.resources = {"cpu": Quantity.from_milli(100), "memory": Quantity.from_int(1 << 30)}
+    out = nm.to_wire()
+    expected = copy.deepcopy(wire)
+    expected["status"]["nodeMetric"]["nodeUsage"]["resources"] = {"cpu": "100m", "memory": "1Gi"}
+    assert out == expected
+    assert out["spec"]["metricCollectPolicy"]["zzFuture"] == 7
+
+
+def test_values_parse_to_koordinator_units() -> None:
+    nm = NodeMetric.from_wire(_load(KOORDINATOR_NODEMETRIC))
+    assert nm.status and nm.status.node_metric and nm.status.node_metric.node_usage
+    usage = nm.status.node_metric.node_usage.resources or {}
+    assert usage["cpu"].milli_value() == 3512
+    assert usage["memory"].value() == 20498764 * 1024
+    device = (nm.status.pods_metric or [])[0].pod_usage.devices[0]  # type: ignore[union-attr,index]
+    assert device.type == "gpu" and device.health is False
+    assert (device.resources or {})["koordinator.sh/gpu-memory"].value() == 4 << 30
+    assert nm.status.update_time == datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("bad", "needle"),
+    [("abc", "'abc'"), ("1.1.1", "'1.1.1'"), ("-5", "-5"), (math.nan, "nan"), (math.inf, "inf")],
+)
+def test_bad_usage_names_field_and_value(bad: Any, needle: str) -> None:
+    wire = _load(KOORDINATOR_NODEMETRIC)
+    wire["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = bad
+    with pytest.raises(ValidationError) as err:
+        NodeMetric.from_wire(wire)
+    text = str(err.value)
+    assert "status.nodeMetric.nodeUsage.resources.cpu" in text
+    assert needle in text.lower() or needle in text
+
+
+def test_created_objects_emit_go_always_fields() -> None:
+    from common.api.nodemetric import DeviceInfo, NodeMetricInfo, NodeMetricStatus, ResourceMap
+    from common.api.wire import ObjectMeta
+
+    nm = NodeMetric(
+        metadata=ObjectMeta(name="n1"),
+        status=NodeMetricStatus(
+            update_time=datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
+            node_metric=NodeMetricInfo(node_usage=ResourceMap(devices=[DeviceInfo(type="rdma", id="mlx5_0/1")])),
+        ),
+    )
+    assert nm.to_wire() == {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": "n1"},
+        "status": {
+            "updateTime": "2026-01-02T03:04:05Z",
+            "nodeMetric": {"nodeUsage": {"devices": [{"type": "rdma", "id": "mlx5_0/1", "health": False}]}},
+        },
+    }
+
+
+def test_collect_policy_defaults_and_clamps() -> None:
+    policy = NodeMetric.from_wire({"metadata": {"name": "n"}}).effective_collect_policy()
+    assert (policy.aggregate_duration_seconds, policy.report_interval_seconds) == (300, 60)
+    assert [d.canonical() for d in policy.durations] == ["5m0s", "10m0s", "30m0s"]
+    assert policy.node_memory_collect_policy is NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE
+    custom = NodeMetric.from_wire(
+        {
+            "spec": {
+                "metricCollectPolicy": {
+                    "aggregateDurationSeconds": 10,
+                    "reportIntervalSeconds": 5,
+                    "nodeAggregatePolicy": {"durations": ["30m", "1m"]},
+                }
+            }
+        }
+    ).effective_collect_policy()
+    assert (custom.aggregate_duration_seconds, custom.report_interval_seconds) == (60, 30)
+    assert [d.canonical() for d in custom.durations] == ["1m0s", "30m0s"]
+
+
+def test_expiry_and_aggregated_lookup() -> None:
+    nm = NodeMetric.from_wire(_load(KOORDINATOR_NODEMETRIC))
+    updated = datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
+    assert not nm.is_expired(180, now=updated + timedelta(seconds=179))
+    assert nm.is_expired(180, now=updated + timedelta(seconds=180))
+    assert NodeMetric.from_wire({}).is_expired(180)
+    # duration None → the longest window that has data: 30m is cold, so 5m
+    p95 = nm.aggregated_node_usage("p95")
+    assert p95 is not None and (p95.resources or {})["cpu"].milli_value() == 4300
+    assert nm.aggregated_node_usage("p95", GoDuration.parse("30m")) is None
+    assert nm.aggregated_node_usage("p99", GoDuration.parse("5m0s")) is not None
+
+
+def test_nodeslo_thresholds_with_koordinator_defaults() -> None:
+    empty = NodeSLO.from_wire({"metadata": {"name": "n"}}).thresholds()
+    assert empty.enable is False
+    assert empty.cpu_suppress_threshold_percent == 65
+    assert empty.cpu_suppress_policy is CPUSuppressPolicy.CPUSET
+    assert empty.memory_evict_threshold_percent == 70
+    assert empty.effective_memory_evict_lower_percent() == 68
+    own = NodeSLO.from_wire(_load(NODESLO)).thresholds()
+    assert (own.enable, own.cpu_suppress_threshold_percent, own.cpu_suppress_policy) == (
+        True,
+        60,
+        CPUSuppressPolicy.CFS_QUOTA,
+    )
+    assert own.effective_memory_evict_lower_percent() == 78
+    assert own.cpu_evict_be_satisfaction_upper_percent == 80
+
+
+def test_podgroup_versions_and_validation() -> None:
+    new, legacy = (PodGroup.from_wire(_load(t)) for t in PODGROUPS)
+    assert new.spec.min_member == 4 and new.status and new.status.phase is PodGroupPhase.SCHEDULING
+    assert (new.spec.min_resources or {})["memory"].value() == 16 << 30
+    assert legacy.api_version == "scheduling.sigs.k8s.io/v1alpha1" and legacy.status and legacy.status.scheduled == 1
+    with pytest.raises(ValidationError, match="minMember"):
+        PodGroup.from_wire({"spec": {"minMember": 0}})
+    with pytest.raises(ValidationError, match="not a PodGroup version"):
+        PodGroup.from_wire({"apiVersion": "batch/v1", "spec": {"minMember": 1}})
+
+
+@given(st.integers(min_value=-(10**15), max_value=10**15))
+def test_go_duration_canonical_is_a_fixed_point(nanoseconds: int) -> None:
+    text = GoDuration(nanoseconds).canonical()
+    again = GoDuration.parse(text)
+    assert again.nanoseconds == nanoseconds
+    assert again.canonical() == text
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds", "canonical"),
+    [
+        ("5m0s", 300, "5m0s"),
+        ("10m", 600, "10m0s"),
+        ("1h", 3600, "1h0m0s"),
+        ("1.5s", 1.5, "1.5s"),
+        ("90s", 90, "1m30s"),
+        ("0", 0, "0s"),
+    ],
+)
+def test_go_duration_vectors(text: str, seconds: float, canonical: str) -> None:
+    d = GoDuration.parse(text)
+    assert d.seconds == seconds and d.canonical() == canonical and d.to_wire() == text
+
+
+@pytest.mark.parametrize("bad", ["", "5", "m", "5x", "1h-5m", "five minutes"])
+def test_go_duration_rejects_garbage(bad: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        GoDuration.parse(bad)

@@ -1,0 +1,72 @@
+"""CLI dispatch, configuration loading and logging plumbing."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel, Field
+
+from common.cli import SUBCOMMANDS, main
+from common.config import ConfigError, load_settings
+from common.logging import ctx, setup_logging
+
+
+class Settings(BaseModel):
+    interval_seconds: float = Field(1.0, gt=0)
+    node_name: str = "local"
+    report: bool = True
+
+
+def test_settings_precedence(tmp_path: Path) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text("interval_seconds: 5\nnode_name: from-file\n")
+    env = {"LOADLINE_AGENT_NODE_NAME": "from-env", "LOADLINE_AGENT_REPORT": "false"}
+    s = load_settings(
+        Settings,
+        file=file,
+        env_prefix="LOADLINE_AGENT",
+        flags={"interval_seconds": 2.5, "node_name": None},
+        environ=env,
+    )
+    assert (s.interval_seconds, s.node_name, s.report) == (2.5, "from-env", False)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [("interval_seconds: -1\n", "interval_seconds"), ("[1, 2]\n", "mapping"), ("a: [\n", "not valid YAML")],
+)
+def test_config_errors_name_the_field(tmp_path: Path, content: str, needle: str) -> None:
+    file = tmp_path / "c.yaml"
+    file.write_text(content)
+    with pytest.raises(ConfigError, match=needle):
+        load_settings(Settings, file=file)
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(Settings, file=tmp_path / "absent.yaml")
+
+
+def test_cli_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in SUBCOMMANDS:
+        assert name in out
+
+
+def test_cli_unknown_and_unbuilt_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+    assert main(["version"]) == 0
+    assert "loadline 0.1.0" in capsys.readouterr().out
+
+
+def test_key_value_logging(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("debug")
+    logging.getLogger("loadline.test").info("published", extra=ctx(node="n1", note="two words"))
+    err = capsys.readouterr().err
+    assert 'loadline.test: published node=n1 note="two words"' in err
