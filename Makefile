@@ -19,7 +19,7 @@ $(INSTALL_STAMP): pyproject.toml
 	@echo "==> [setup] virtualenv $(VENV) with Loadline and its dev tools"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --progress-bar off --upgrade pip >/dev/null
-	@$(PY) -m pip install --progress-bar off -e '.[dev]' | grep -E '^(Collecting|Successfully)' || true
+	@$(PY) -m pip install --progress-bar off -e '.[dev]' 2>&1 | grep -E '^(Collecting|Successfully|ERROR)' || true
 	@$(PY) -c 'import common.api.nodemetric' || { echo "installation failed"; exit 1; }
 	@touch $@
 

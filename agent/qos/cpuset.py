@@ -9,7 +9,7 @@ first, so BE load lands evenly and does not split a core with an LS thread where
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 
@@ -21,38 +21,6 @@ class Processor:
     core_id: int
     socket_id: int = 0
     numa_node_id: int = 0
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """Linux cpu list (`0-3,8,10-11`) -> sorted CPU ids."""
-    cpus: set[int] = set()
-    for raw_part in text.strip().split(","):
-        part = raw_part.strip()
-        if not part:
-            continue
-        first, sep, last = part.partition("-")
-        low, high = int(first), int(last) if sep else int(first)
-        if low < 0 or high < low:
-            raise ValueError(f"invalid cpu range {part!r} in {text!r}")
-        cpus.update(range(low, high + 1))
-    return sorted(cpus)
-
-
-def format_cpu_list(cpus: Iterable[int]) -> str:
-    """CPU ids -> Linux cpu list with ranges, as `cpuset.cpus` expects."""
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    start = prev = None
-    for cpu in ordered:
-        if prev is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        if start is not None:
-            parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-        start = prev = cpu
-    if start is not None:
-        parts.append(f"{start}-{prev}" if prev != start else f"{start}")
-    return ",".join(parts)
 
 
 def be_allowed_cpus(

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from common.api.constants import ANNOTATION_NODE_RESERVATION
 from common.api.quantity import Quantity, QuantityError
+from common.cpulist import parse_cpu_list
 from manager.noderesource.model import ResourcePair
 
 
@@ -20,20 +21,10 @@ class ReservationError(ValueError):
 
 def count_cpu_list(text: str) -> int:
     """Number of CPUs in a Linux cpu list such as `0-3,8,10-11`."""
-    total = 0
-    for raw_part in text.split(","):
-        part = raw_part.strip()
-        if not part:
-            continue
-        first, sep, last = part.partition("-")
-        try:
-            low, high = int(first), int(last) if sep else int(first)
-        except ValueError as exc:
-            raise ReservationError(f"invalid cpu list {text!r}") from exc
-        if low < 0 or high < low:
-            raise ReservationError(f"invalid cpu range {part!r} in {text!r}")
-        total += high - low + 1
-    return total
+    try:
+        return len(parse_cpu_list(text))
+    except ValueError as exc:
+        raise ReservationError(str(exc)) from None
 
 
 def parse_node_reservation(annotation: str) -> ResourcePair:

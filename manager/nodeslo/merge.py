@@ -17,6 +17,8 @@ from common.api.constants import (
     ANNOTATION_COLOCATION_STRATEGY,
     LABEL_CPU_RECLAIM_RATIO,
     LABEL_MEMORY_RECLAIM_RATIO,
+    LABEL_MID_STATIC_CPU_RESERVED_RATIO,
+    LABEL_MID_STATIC_MEMORY_RESERVED_RATIO,
 )
 
 JSONDict = dict[str, Any]
@@ -24,8 +26,6 @@ JSONDict = dict[str, Any]
 # Fields of Go map type: merged key-wise without recursing into their values.
 GO_MAP_FIELDS: Final = frozenset({"extensions"})
 
-LABEL_MID_STATIC_CPU_RESERVED_RATIO: Final = "node.koordinator.sh/mid-static-cpu-reserved-ratio"
-LABEL_MID_STATIC_MEMORY_RESERVED_RATIO: Final = "node.koordinator.sh/mid-static-memory-reserved-ratio"
 
 # Node label -> colocation field it overrides (ratio label, stored as int(ratio * 100) percent).
 RATIO_LABEL_FIELDS: Final = (

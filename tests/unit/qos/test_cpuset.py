@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.qos.cpuset import Processor, be_allowed_cpus, format_cpu_list, parse_cpu_list, pick_be_cpus
+from agent.qos.cpuset import Processor, be_allowed_cpus, pick_be_cpus
+from common.cpulist import format_cpu_list, parse_cpu_list
 
 CPUS = [Processor(cpu_id=n, core_id=n // 2, socket_id=n // 8, numa_node_id=n // 8) for n in range(16)]
 

@@ -1,0 +1,206 @@
+"""Raw JSON access to the API server over aiohttp, configured by `kubernetes.aio.config`.
+
+The typed client deserialises every object into generated models; at thousands of
+objects per watch that dominates CPU, so hot paths (list/watch, status writes,
+bindings) go through `KubeHTTP` and get plain dicts. Authentication, TLS and in-cluster
+token rotation come from the official client's `Configuration`.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from kubernetes.aio import client as kclient
+from kubernetes.aio import config as kconfig
+
+JSON = dict[str, Any]
+
+
+class KubeError(Exception):
+    """A non-2xx answer from the API server (or no answer at all: status 0)."""
+
+    def __init__(self, status: int, reason: str, body: Mapping[str, Any] | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = dict(body or {})
+        super().__init__(f"{status} {reason}: {self.message}")
+
+    @property
+    def message(self) -> str:
+        return str(self.body.get("message") or self.reason)
+
+    @property
+    def is_conflict(self) -> bool:
+        return self.status == 409
+
+    @property
+    def is_not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def is_gone(self) -> bool:
+        return self.status == 410
+
+
+async def load_configuration(kubeconfig: str | Path | None = None, context: str | None = None) -> kclient.Configuration:
+    """kubeconfig path, else $KUBECONFIG / ~/.kube/config, else the in-cluster service account."""
+    import os
+
+    configuration = kclient.Configuration()
+    path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
+    if not path:
+        default = Path.home() / ".kube" / "config"
+        path = str(default) if default.is_file() else None
+    if path:
+        await kconfig.load_kube_config(config_file=path, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+def _ssl_context(configuration: kclient.Configuration) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class KubeHTTP:
+    """One aiohttp session to one API server; JSON in, JSON (dicts) out."""
+
+    def __init__(self, configuration: kclient.Configuration, *, user_agent: str = "loadline") -> None:
+        self.configuration = configuration
+        self.server = str(configuration.host).rstrip("/")
+        self.user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | Path | None = None, *, user_agent: str = "loadline") -> KubeHTTP:
+        return cls(await load_configuration(kubeconfig), user_agent=user_agent)
+
+    def _session_or_new(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=_ssl_context(self.configuration), limit=64)
+            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)
+        return self._session
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.user_agent}
+        token = await self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if token:
+            headers["Authorization"] = token
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout_seconds: float = 30,
+    ) -> JSON:
+        session = self._session_or_new()
+        data = None if body is None else json.dumps(body)
+        headers = await self._headers(content_type if data is not None else None)
+        try:
+            async with session.request(
+                method,
+                self.server + path,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout_seconds),
+            ) as response:
+                text = await response.text()
+                payload = _json_or_message(text)
+                if response.status >= 300:
+                    raise KubeError(response.status, response.reason or "", payload)
+                return payload
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise KubeError(0, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+
+    async def get(self, path: str, **params: str | int) -> JSON:
+        return await self.request("GET", path, params=params or None)
+
+    async def create(self, path: str, body: Any) -> JSON:
+        return await self.request("POST", path, body=body)
+
+    async def replace(self, path: str, body: Any) -> JSON:
+        return await self.request("PUT", path, body=body)
+
+    async def merge_patch(self, path: str, patch: Any) -> JSON:
+        return await self.request("PATCH", path, body=patch, content_type="application/merge-patch+json")
+
+    async def strategic_patch(self, path: str, patch: Any) -> JSON:
+        return await self.request("PATCH", path, body=patch, content_type="application/strategic-merge-patch+json")
+
+    async def delete(self, path: str, body: Any = None) -> JSON:
+        return await self.request("DELETE", path, body=body)
+
+    async def watch_lines(
+        self, path: str, params: Mapping[str, str | int], read_timeout_seconds: float
+    ) -> AsyncIterator[JSON]:
+        """Yield decoded watch events until the server closes the stream."""
+        session = self._session_or_new()
+        headers = await self._headers(None)
+        try:
+            async with session.get(
+                self.server + path,
+                params={**params, "watch": "true"},
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout_seconds),
+            ) as response:
+                if response.status >= 300:
+                    raise KubeError(response.status, response.reason or "", _json_or_message(await response.text()))
+                async for line in response.content:
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise KubeError(0, f"{type(exc).__name__}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _json_or_message(text: str) -> JSON:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"message": text[:500]}
+    return value if isinstance(value, dict) else {"items": value}
+
+
+def resource_path(
+    group: str,
+    version: str,
+    plural: str,
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
+    """`/api/v1/...` for the core group, `/apis/<group>/<version>/...` otherwise."""
+    path = "/api/v1" if group in ("", "core") else f"/apis/{group}/{version}"
+    if namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{plural}"
+    if name:
+        path += f"/{name}"
+    if subresource:
+        path += f"/{subresource}"
+    return path

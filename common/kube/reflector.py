@@ -1,0 +1,173 @@
+"""LIST + WATCH of one resource into an in-memory store of plain dicts.
+
+Paginated LIST, then WATCH from the list's resourceVersion with bookmarks; a 410
+(resourceVersion too old) or a broken stream re-lists and emits the difference as
+events, so consumers see every change exactly once per state. When the API server
+goes away the reflector keeps its store, backs off with jitter and logs once per state
+change, not once per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from prometheus_client import Counter, Gauge
+
+from common.kube.http import JSON, KubeError, KubeHTTP
+
+log = logging.getLogger("loadline.reflector")
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, JSON, JSON | None], None]
+
+WATCH_ERRORS = Counter("loadline_kube_watch_errors_total", "List/watch failures by resource", ["resource"])
+RELISTS = Counter("loadline_kube_relists_total", "Full re-lists by resource", ["resource"])
+HANDLER_ERRORS = Counter("loadline_kube_handler_errors_total", "Event handlers that raised, by resource", ["resource"])
+OBJECTS = Gauge("loadline_kube_objects", "Objects held in the reflector's store", ["resource"])
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta.get('name')}" if namespace else str(meta.get("name"))
+
+
+class Reflector:
+    def __init__(
+        self,
+        http: KubeHTTP,
+        path: str,
+        *,
+        name: str | None = None,
+        field_selector: str | None = None,
+        label_selector: str | None = None,
+        page_size: int = 500,
+        watch_timeout_seconds: int = 300,
+        max_backoff_seconds: float = 30.0,
+    ) -> None:
+        self.http = http
+        self.path = path
+        self.name = name or path.rsplit("/", 1)[-1]
+        self.selectors: dict[str, str] = {}
+        if field_selector:
+            self.selectors["fieldSelector"] = field_selector
+        if label_selector:
+            self.selectors["labelSelector"] = label_selector
+        self.page_size = page_size
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.max_backoff_seconds = max_backoff_seconds
+        self.store: dict[str, JSON] = {}
+        self.synced = asyncio.Event()
+        self.resource_version = ""
+        self._handlers: list[Handler] = []
+        self._healthy = True
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    def _emit(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        for handler in self._handlers:
+            try:
+                handler(kind, obj, old)
+            except Exception:  # a consumer bug must not stop the watch for everyone
+                HANDLER_ERRORS.labels(self.name).inc()
+                log.exception("handler failed for %s %s", kind, object_key(obj))
+
+    async def _list(self) -> None:
+        items: dict[str, JSON] = {}
+        params: dict[str, str | int] = {**self.selectors, "limit": self.page_size}
+        while True:
+            page = await self.http.get(self.path, **params)
+            for item in page.get("items") or []:
+                items[object_key(item)] = item
+            meta = page.get("metadata") or {}
+            if not meta.get("continue"):
+                self.resource_version = str(meta.get("resourceVersion", ""))
+                break
+            params["continue"] = meta["continue"]
+        previous, self.store = self.store, items
+        for key, obj in items.items():
+            old = previous.get(key)
+            if old is None:
+                self._emit("ADDED", obj, None)
+            elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                self._emit("MODIFIED", obj, old)
+        for key in previous.keys() - items.keys():
+            self._emit("DELETED", previous[key], None)
+        OBJECTS.labels(self.name).set(len(self.store))
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        params: dict[str, str | int] = {
+            **self.selectors,
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self.watch_timeout_seconds,
+        }
+        async for event in self.http.watch_lines(
+            self.path, params, read_timeout_seconds=self.watch_timeout_seconds + 30
+        ):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                raise KubeError(int(code) if isinstance(code, int) else 500, str(obj.get("reason")), obj)
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = str(rv)
+            if kind == "BOOKMARK":
+                continue
+            key = object_key(obj)
+            old = self.store.get(key)
+            if kind == "DELETED":
+                self.store.pop(key, None)
+                self._emit("DELETED", obj, None)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.store[key] = obj
+                self._emit("MODIFIED" if old is not None else "ADDED", obj, old)
+            OBJECTS.labels(self.name).set(len(self.store))
+
+    def _state(self, healthy: bool, detail: str = "") -> None:
+        if healthy != self._healthy:
+            if healthy:
+                log.info("watch of %s recovered", self.name)
+            else:
+                log.warning("watch of %s failing, retrying with backoff: %s", self.name, detail)
+            self._healthy = healthy
+
+    async def run(self) -> None:
+        """Forever: list, then watch; re-list on 410 or after a failure (with jittered backoff)."""
+        backoff = 0.5
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    RELISTS.labels(self.name).inc()
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                self._state(True)
+                backoff = 0.5
+            except KubeError as exc:
+                if exc.is_gone:
+                    need_list = True  # our resourceVersion is too old: the store is re-synced by a list
+                    continue
+                WATCH_ERRORS.labels(self.name).inc()
+                self._state(False, str(exc))
+                need_list = need_list or exc.status != 0
+                await asyncio.sleep(backoff * (0.5 + random.random()))
+                backoff = min(backoff * 2, self.max_backoff_seconds)
+                need_list = True
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # malformed stream: log, count, re-list
+                WATCH_ERRORS.labels(self.name).inc()
+                self._state(False, f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(backoff)
+                need_list = True
