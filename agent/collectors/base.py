@@ -1,0 +1,104 @@
+"""The collector interface and per-collector bookkeeping (node_exporter's duration/success pattern).
+
+A collector reads one source (procfs, cgroups, NVML, sysfs) and returns raw `Sample`s: gauges as they
+are, counters cumulative (the sampler turns them into rates). It must not raise for one bad series: it
+skips that series and tallies the reason in `errors`. Raising means the whole source failed this cycle.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import time
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from agent.series import Sample
+
+
+class SeriesErrors:
+    """Per-series failures by reason. Reasons are a small fixed vocabulary, usable as a metric label."""
+
+    VANISHED = "vanished"  # file or cgroup disappeared (container exited): normal, but counted
+    PERMISSION = "permission"
+    GARBAGE = "garbage"  # unparsable contents
+    IO = "io"  # any other OSError
+    BAD_ID = "bad_id"  # pod UID / container ID that cannot name a cgroup
+
+    def __init__(self) -> None:
+        self.by_reason: dict[str, int] = {}
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_reason.values())
+
+    def record(self, reason: str) -> None:
+        self.by_reason[reason] = self.by_reason.get(reason, 0) + 1
+
+    def record_os_error(self, exc: OSError) -> None:
+        self.record(classify_os_error(exc))
+
+
+_VANISHED_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESRCH, errno.ENOTDIR})
+
+
+def classify_os_error(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError) or exc.errno in _VANISHED_ERRNOS:
+        return SeriesErrors.VANISHED
+    if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM):
+        return SeriesErrors.PERMISSION
+    return SeriesErrors.IO
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """`collect(now)` may be sync or async; `now` is the monotonic time the cycle stamps its samples with."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def errors(self) -> SeriesErrors: ...
+
+    def collect(self, now: float) -> Sequence[Sample] | Awaitable[Sequence[Sample]]: ...
+
+
+@dataclass
+class CollectorStats:
+    """Self-metrics of one collector (exported to Prometheus later)."""
+
+    name: str
+    runs: int = 0
+    failures: int = 0
+    last_duration_seconds: float = 0.0
+    last_success: bool = False
+    last_success_unix: float | None = None
+    last_error: str | None = None
+    last_samples: int = 0
+    durations_total_seconds: float = 0.0
+    series_errors: dict[str, int] = field(default_factory=dict)
+
+
+async def run_collector(collector: Collector, stats: CollectorStats, now: float) -> Sequence[Sample]:
+    """Run one collection with bookkeeping. Never raises for a collector failure: returns no samples."""
+    started = time.perf_counter()
+    try:
+        result = collector.collect(now)
+        samples = await result if inspect.isawaitable(result) else result
+    except Exception as exc:  # one broken source must not stop the others
+        stats.failures += 1
+        stats.last_success = False
+        stats.last_error = f"{type(exc).__name__}: {exc}"
+        samples = ()
+    else:
+        stats.last_success = True
+        stats.last_success_unix = time.time()
+        stats.last_error = None
+    duration = time.perf_counter() - started
+    stats.runs += 1
+    stats.last_duration_seconds = duration
+    stats.durations_total_seconds += duration
+    stats.last_samples = len(samples)
+    stats.series_errors = dict(collector.errors.by_reason)
+    return samples

@@ -1,0 +1,93 @@
+"""Pressure stall information (PSI) files: /proc/pressure/<res> and <cgroup>/<res>.pressure.
+
+Format, one line per kind: `some avg10=1.23 avg60=0.50 avg300=0.10 total=123456` and, for memory/io (and
+cpu on newer kernels), a `full ...` line. avgN are kernel running averages in percent; total is cumulative
+stall time in microseconds. A missing `full` line means "not supported" (koordlet treats it the same).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from agent.series import Kind, Sample, SeriesKey, psi_avg10_metric, psi_total_metric
+
+
+class PsiReading(NamedTuple):
+    some_avg10_ratio: float  # 0..1
+    some_total_seconds: float
+    full_avg10_ratio: float | None  # None: no `full` line
+    full_total_seconds: float | None
+
+
+# The kernel's exact layout; read for every pod every second, so the common case is one regex match.
+_FAST = re.compile(
+    rb"some avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d+)\n"
+    rb"(?:full avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d+)\n)?\Z"
+)
+
+
+def parse_psi(data: bytes) -> PsiReading:
+    """Raises ValueError on anything that is not PSI."""
+    m = _FAST.match(data)
+    if m is not None:
+        some_avg, some_total, full_avg, full_total = m.groups()
+        reading = PsiReading(
+            float(some_avg) / 100.0,
+            int(some_total) / 1e6,
+            None if full_avg is None else float(full_avg) / 100.0,
+            None if full_total is None else int(full_total) / 1e6,
+        )
+    else:
+        reading = _parse_general(data)
+    if reading.some_avg10_ratio > 1.0 or (reading.full_avg10_ratio or 0.0) > 1.0:
+        raise ValueError("PSI average above 100 %")
+    return reading
+
+
+def _parse_general(data: bytes) -> PsiReading:
+    lines: dict[bytes, tuple[float, float]] = {}
+    for line in data.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] not in (b"some", b"full"):
+            raise ValueError(f"unexpected PSI line {line!r}")
+        values = dict(f.split(b"=", 1) for f in fields[1:] if b"=" in f)
+        try:
+            avg10, total_us = float(values[b"avg10"]), int(values[b"total"])
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"bad PSI line {line!r}") from exc
+        if avg10 < 0.0 or total_us < 0:
+            raise ValueError(f"negative PSI values in {line!r}")
+        lines[fields[0]] = (avg10 / 100.0, total_us / 1e6)
+    if b"some" not in lines:
+        raise ValueError("PSI file without a 'some' line")
+    full = lines.get(b"full")
+    return PsiReading(*lines[b"some"], *(full if full is not None else (None, None)))
+
+
+class PsiKeys(NamedTuple):
+    """Series keys of one PSI file, built once per cgroup: some/full x avg10/total."""
+
+    some_avg10: SeriesKey
+    some_total: SeriesKey
+    full_avg10: SeriesKey
+    full_total: SeriesKey
+
+    @classmethod
+    def build(cls, resource: str, base: SeriesKey, *, node: bool) -> PsiKeys:
+        return cls(
+            base._replace(metric=psi_avg10_metric(resource, "some", node=node)),
+            base._replace(metric=psi_total_metric(resource, "some", node=node)),
+            base._replace(metric=psi_avg10_metric(resource, "full", node=node)),
+            base._replace(metric=psi_total_metric(resource, "full", node=node)),
+        )
+
+
+def psi_samples(reading: PsiReading, keys: PsiKeys, source: str, out: list[Sample]) -> None:
+    out.append(Sample(keys.some_avg10, reading.some_avg10_ratio))
+    out.append(Sample(keys.some_total, reading.some_total_seconds, Kind.COUNTER, source))
+    if reading.full_avg10_ratio is not None and reading.full_total_seconds is not None:
+        out.append(Sample(keys.full_avg10, reading.full_avg10_ratio))
+        out.append(Sample(keys.full_total, reading.full_total_seconds, Kind.COUNTER, source))

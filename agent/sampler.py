@@ -1,0 +1,176 @@
+"""One collect cycle: run the collectors, turn counters into rates, derive, write one ring column.
+
+Aggregation is deliberately not here: it runs on its own cadence (`agent.store.build_report`), never per
+sample and never inside a scrape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+from agent.collectors.base import Collector, CollectorStats, run_collector
+from agent.collectors.system import system_usage
+from agent.series import (
+    CPU_CFS_PERIODS,
+    CPU_CFS_THROTTLED_PERIODS,
+    CPU_CFS_THROTTLED_RATIO,
+    CPU_USAGE_SECONDS,
+    DERIVATION_INPUTS,
+    MEMORY_ANON_USAGE_BYTES,
+    NODE_CPU_CAPACITY_CORES,
+    NODE_CPU_USAGE_CORES,
+    NODE_MEMORY_USAGE_BYTES,
+    STORED_RATES,
+    SYSTEM_CPU_USAGE_CORES,
+    SYSTEM_MEMORY_USAGE_BYTES,
+    Kind,
+    Sample,
+    SeriesKey,
+)
+from agent.store.aggregate import DEFAULT_WINDOWS
+from agent.store.rates import CounterRates
+from agent.store.ring import SampleRing
+
+_PRUNE_EVERY = 60  # cycles between sweeps of forgotten rate baselines
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    now: float
+    samples: int  # raw samples from collectors
+    stored: int  # values written into the ring column
+    duration_seconds: float
+
+
+def wants_quantiles(key: Hashable) -> bool:
+    """Percentiles are read for node, system and pod series; containers only need raw values and avg."""
+    return not (isinstance(key, SeriesKey) and key.container)
+
+
+class Sampler:
+    def __init__(
+        self,
+        collectors: Sequence[Collector],
+        *,
+        interval: float = 1.0,
+        windows: Sequence[float] = DEFAULT_WINDOWS,
+        ring: SampleRing | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.collectors = list(collectors)
+        self.interval = interval
+        self.retention = max(windows)
+        # +5 % slots so the longest window stays full even when cycles run a little fast.
+        self.ring = ring or SampleRing(int(self.retention / interval * 1.05) + 2)
+        self.rates = CounterRates(interval)
+        self.stats = {c.name: CollectorStats(c.name) for c in self.collectors}
+        self.last_samples: list[Sequence[Sample]] = []  # raw samples of the last cycle, per collector
+        self._clock = clock
+        self._cycles = 0
+
+    @property
+    def latest(self) -> dict[SeriesKey, float]:
+        """Raw values (gauges and cumulative counters) of the last cycle, for export. Built on demand: a
+        scrape is rarer than a cycle."""
+        return {s.key: s.value for samples in self.last_samples for s in samples}
+
+    async def cycle(self) -> CycleResult:
+        started = time.perf_counter()
+        now = self._clock()
+        keys: list[SeriesKey] = []
+        values: list[float] = []
+        raw: list[Sequence[Sample]] = []
+        cfs_rates: dict[SeriesKey, float] = {}  # derivation inputs, by their own key
+        usage = _UsageSums()
+        update = self.rates.update
+        total = 0
+        # Runs every second over every series: kept flat, with locals, on purpose.
+        for collector in self.collectors:
+            at = self._clock()
+            samples = await run_collector(collector, self.stats[collector.name], at)
+            total += len(samples)
+            raw.append(samples)
+            for key, value, kind, source in samples:
+                metric, pod, container, device = key
+                if kind is _GAUGE:
+                    keys.append(key)
+                    values.append(value)
+                    if pod:
+                        if metric == MEMORY_ANON_USAGE_BYTES and not container:
+                            usage.pods_memory += value
+                    elif metric == NODE_MEMORY_USAGE_BYTES:
+                        usage.node_memory = value
+                    elif metric == NODE_CPU_CAPACITY_CORES:
+                        usage.capacity = value
+                    continue
+                stored_as = STORED_RATES.get(metric)
+                if stored_as is None:
+                    if metric in DERIVATION_INPUTS and (rate := update(key, value, at, source)) is not None:
+                        cfs_rates[key] = rate
+                    continue  # other counters are kept raw only (export), not rated
+                rate = update(key, value, at, source)
+                if metric == CPU_USAGE_SECONDS and pod and not container:
+                    if rate is None:
+                        usage.pods_cpu_complete = False
+                    else:
+                        usage.pods_cpu += rate
+                if rate is None:
+                    continue
+                keys.append(SeriesKey(stored_as, pod, container, device))
+                values.append(rate)
+                if stored_as == NODE_CPU_USAGE_CORES:
+                    usage.node_cpu = rate
+        for key, value in (*_throttle_ratios(cfs_rates), *usage.system()):
+            keys.append(key)
+            values.append(value)
+        self.ring.append_column(now, keys, values)
+        self.last_samples = raw
+        self.ring.drop_stale(now - self.retention)
+        self._cycles += 1
+        if self._cycles % _PRUNE_EVERY == 0:
+            self.rates.prune(now - self.rates.max_gap)
+        return CycleResult(now, total, len(keys), time.perf_counter() - started)
+
+
+_GAUGE = Kind.GAUGE
+
+
+@dataclass
+class _UsageSums:
+    node_cpu: float | None = None
+    pods_cpu: float = 0.0
+    pods_cpu_complete: bool = True  # False if some pod's CPU counter gave no rate this cycle
+    pods_memory: float = 0.0
+
+    node_memory: float | None = None
+    capacity: float | None = None
+
+    def system(self) -> list[tuple[SeriesKey, float]]:
+        out = []
+        # A pod without a CPU rate this cycle (first sample, reset) would inflate system usage: skip it.
+        if self.node_cpu is not None and self.pods_cpu_complete:
+            value = system_usage(self.node_cpu, (self.pods_cpu,))
+            capacity = self.capacity
+            out.append((SeriesKey(SYSTEM_CPU_USAGE_CORES), min(value, capacity) if capacity else value))
+        if self.node_memory is not None:
+            out.append((SeriesKey(SYSTEM_MEMORY_USAGE_BYTES), system_usage(self.node_memory, (self.pods_memory,))))
+        return out
+
+
+def _throttle_ratios(cfs_rates: dict[SeriesKey, float]) -> list[tuple[SeriesKey, float]]:
+    """d(throttled periods) / d(periods) per cgroup with a CFS quota.
+
+    Collectors only report CFS counters once a quota has applied (nr_periods > 0). A cgroup with a quota
+    that ran no period this interval was idle, hence not throttled: 0.
+    """
+    out = []
+    for (metric, pod, container, device), periods in cfs_rates.items():
+        if metric != CPU_CFS_PERIODS:
+            continue
+        throttled = cfs_rates.get(SeriesKey(CPU_CFS_THROTTLED_PERIODS, pod, container, device))
+        if throttled is not None:
+            ratio = min(throttled / periods, 1.0) if periods > 0 else 0.0
+            out.append((SeriesKey(CPU_CFS_THROTTLED_RATIO, pod, container, device), ratio))
+    return out

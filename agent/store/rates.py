@@ -1,0 +1,86 @@
+"""Cumulative counter -> per-second rate, with the rules that keep rates sane on real nodes.
+
+- The first sample of a series (or of a new source: a restarted container is a new counter) only sets the
+  baseline; it yields no rate.
+- A counter that goes backwards (reset, wrap, driver reload, cgroup recreated) drops that one sample and
+  becomes the new baseline; a rate is never negative. An optional `max_rate` drops implausibly large
+  rates (e.g. a counter reset and refilled within one interval).
+- Time deltas come from the caller's monotonic clock. A sample arriving more than `max_gap_factor` x the
+  nominal interval after the previous one (agent stalled, CPU starvation, suspend) is dropped instead of
+  producing an average over the stall; it becomes the new baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+DEFAULT_MAX_GAP_FACTOR = 3.0
+
+
+@dataclass(slots=True)
+class _Last:
+    value: float
+    time: float
+    source: str
+
+
+@dataclass(slots=True)
+class RateDrops:
+    """Why samples produced no rate; plain counters for self-metrics."""
+
+    first: int = 0
+    reset: int = 0
+    stall: int = 0
+    not_advanced: int = 0  # same or earlier timestamp than the previous sample
+    too_large: int = 0
+
+
+class CounterRates:
+    def __init__(self, interval: float, *, max_gap_factor: float = DEFAULT_MAX_GAP_FACTOR) -> None:
+        if interval <= 0:
+            raise ValueError("interval must be positive")
+        self.interval = interval
+        self.max_gap = max_gap_factor * interval
+        self._last: dict[Hashable, _Last] = {}
+        self.drops = RateDrops()
+
+    def __len__(self) -> int:
+        return len(self._last)
+
+    def update(
+        self, key: Hashable, value: float, now: float, source: str = "", *, max_rate: float | None = None
+    ) -> float | None:
+        """Feed one cumulative reading taken at monotonic time `now`; return the rate or None."""
+        last = self._last.get(key)
+        if last is None or last.source != source:
+            self._last[key] = _Last(value, now, source)
+            self.drops.first += 1
+            return None
+        elapsed = now - last.time
+        if elapsed <= 0:
+            self.drops.not_advanced += 1
+            return None  # keep the older baseline; a duplicate reading carries no information
+        previous = last.value
+        last.value, last.time = value, now
+        if elapsed > self.max_gap:
+            self.drops.stall += 1
+            return None
+        if value < previous:
+            self.drops.reset += 1
+            return None
+        rate = (value - previous) / elapsed
+        if max_rate is not None and rate > max_rate:
+            self.drops.too_large += 1
+            return None
+        return rate
+
+    def forget(self, key: Hashable) -> None:
+        self._last.pop(key, None)
+
+    def prune(self, older_than: float) -> int:
+        """Forget series not updated since `older_than` (their next sample restarts as a first sample)."""
+        stale = [k for k, last in self._last.items() if last.time < older_than]
+        for k in stale:
+            del self._last[k]
+        return len(stale)

@@ -1,0 +1,230 @@
+"""Node agent core: aggregation time, collect-cycle CPU cost and resident memory.
+
+    .venv/bin/python bench/agent_store_bench.py [--pods 10,100,300] [--cycles 40] [--real] [--repeat 7]
+
+1. Aggregation: a full report (avg + p50/p90/p95/p99 over 5m/10m/30m) for pods x 3 containers x 6
+   metrics of 1 s samples (ring full, 1890 slots), with percentiles for every series, with percentiles only
+   for node/pod series (containers avg only, as exported), and on 2 threads.
+2. Collect cycle: CPU time (process_time) per cycle of the node collector on the real /proc plus the
+   cgroup collector on fixture trees (v1 cgroupfs and v2 systemd on /dev/shm), through the sampler (rates,
+   derivations, ring write). --real adds the same pod shapes as empty cgroups in this machine's v1
+   hierarchy (kernfs generates memory.stat for real; removed afterwards).
+3. RSS of this process after the largest run.
+Targets (issue 3, 1 s interval, 100 pods): <= 1 % of one core, <= 80 MB RSS, full report <= 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
+from agent.collectors.cgroups import CgroupCollector
+from agent.collectors.node import NodeCollector
+from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.sampler import Sampler, wants_quantiles
+from agent.series import SeriesKey
+from agent.store import SampleRing, build_report
+from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
+
+WINDOWS = (300.0, 600.0, 1800.0)
+METRICS = (
+    "cpu_usage_cores",
+    "cpu_cfs_throttled_ratio",
+    "memory_anon_usage_bytes",
+    "memory_working_set_bytes",
+    "pressure_cpu_some_avg10_ratio",
+    "pressure_memory_some_avg10_ratio",
+)
+
+
+def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU milliseconds."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
+
+
+def bench_aggregation(pods: int, repeat: int) -> None:
+    keys = [SeriesKey(m, f"pod-{p}", f"c{c}") for p in range(pods) for c in range(3) for m in METRICS]
+    keys += [SeriesKey(m, f"pod-{p}") for p in range(pods) for m in METRICS]
+    slots = int(WINDOWS[-1] * 1.05) + 2
+    print(
+        f"aggregation  {pods} pods x 3 containers x {len(METRICS)} metrics + pod series = {len(keys)} series, "
+        f"{slots} slots of 1 s, windows 5m/10m/30m, median of {repeat}"
+    )
+    for gaps, label in ((0.0, "no gaps (steady state)"), (0.002, "0.2 % random gaps (every row gappy)")):
+        ring = SampleRing(slots, initial_rows=len(keys), max_rows=len(keys))
+        rng = np.random.default_rng(0)
+        for t in range(slots + 10):
+            values = rng.gamma(2.0, 1.0, len(keys))
+            values[rng.random(len(keys)) < gaps] = np.nan
+            ring.append_column(1000.0 + t, keys, values)
+        now = float(ring.times[ring.head])
+        print(f"  {label}, ring {ring.nbytes() / 2**20:.1f} MiB")
+        wall, cpu = timed(lambda: build_report(ring, now, WINDOWS), repeat)  # noqa: B023
+        print(f"    percentiles for all series           wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
+        wall, cpu = timed(lambda: build_report(ring, now, WINDOWS, wants_quantiles=wants_quantiles), repeat)  # noqa: B023
+        print(f"    percentiles for node/pod series only wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
+        with ThreadPoolExecutor(2) as pool:
+            wall, cpu = timed(lambda: build_report(ring, now, WINDOWS, executor=pool), repeat)  # noqa: B023
+        print(f"    all series, 2 threads                wall {wall:6.1f} ms   cpu {cpu:6.1f} ms (both threads)")
+
+
+class StepClock:
+    """Monotonic time advancing exactly one interval per cycle, so back-to-back cycles look like 1 s ones."""
+
+    def __init__(self) -> None:
+        self.t = 10_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def measure_cycles(pods: list[PodRef], cgroup_root: Path, parent: str, cycles: int) -> tuple[float, float, int]:
+    clock = StepClock()
+    cg = CgroupCollector(lambda: pods, cgroup_root, cgroup_parent=parent)
+    sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
+    asyncio.run(sampler.cycle())  # first cycle opens files and builds targets
+    clock.t += 1.0
+    per_cycle = []
+    stored = 0
+    for _ in range(cycles):
+        c = time.process_time()
+        result = asyncio.run(sampler.cycle())
+        per_cycle.append(time.process_time() - c)
+        stored = result.stored
+        clock.t += 1.0
+    cg_ms = statistics.median(s.last_duration_seconds for s in [sampler.stats["cgroups"]]) * 1e3
+    cg.close()
+    return statistics.mean(per_cycle) * 1e3, cg_ms, stored
+
+
+@contextmanager
+def real_v1_tree(pods: list[PodRef]) -> Iterator[str]:
+    """Empty pod/container cgroups in the real v1 hierarchy (cgroupfs layout); removed on exit."""
+    parent = f"loadline-bench-{secrets.token_hex(4)}"
+    created: list[Path] = []
+    try:
+        for ctrl in ("cpu", "cpuacct", "memory"):
+            base = Path("/sys/fs/cgroup") / ctrl / parent
+            for d in (base, base / "kubepods", base / "kubepods" / "burstable"):
+                d.mkdir()
+                created.append(d)
+            for pod in pods:
+                pd = base / "kubepods" / "burstable" / f"pod{pod.uid}"
+                pd.mkdir()
+                created.append(pd)
+                for c in pod.containers:
+                    cd = pd / c.container_id.split("://")[1]
+                    cd.mkdir()
+                    created.append(cd)
+        yield parent
+    finally:
+        for d in reversed(created):
+            d.rmdir()
+
+
+def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
+    print(f"collect cycle (node on real /proc + cgroups + sampler), mean CPU per cycle over {cycles} cycles")
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+        for n in pod_counts:
+            pods = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(n)]
+            for version, driver in (
+                (CgroupVersion.V1, CgroupDriver.CGROUPFS),
+                (CgroupVersion.V2, CgroupDriver.SYSTEMD),
+            ):
+                root = Path(tmp) / f"{n}-{version}-{driver}"
+                tree = FakeCgroupTree(root, version, driver)
+                for p in pods:
+                    tree.add_pod(p)
+                ms, cg_ms, stored = measure_cycles(pods, root, "", cycles)
+                print(
+                    f"  {n:4d} pods x 3  fixture v{int(version)} {driver:8s}  {ms:6.2f} ms/cycle "
+                    f"= {ms / 10:5.2f} % of a core at 1 s  (cgroups {cg_ms:5.2f} ms, {stored} values/cycle)"
+                )
+            if real:
+                real_pods = [
+                    PodRef(
+                        str(uuid.uuid4()),
+                        "default",
+                        f"p{i}",
+                        QoSClass.BURSTABLE,
+                        tuple(ContainerRef(f"c{j}", f"containerd://{secrets.token_hex(32)}") for j in range(3)),
+                    )
+                    for i in range(n)
+                ]
+                with real_v1_tree(real_pods) as parent:
+                    ms, cg_ms, stored = measure_cycles(real_pods, Path("/sys/fs/cgroup"), parent, cycles)
+                print(
+                    f"  {n:4d} pods x 3  REAL v1 cgroupfs      {ms:6.2f} ms/cycle "
+                    f"= {ms / 10:5.2f} % of a core at 1 s  (cgroups {cg_ms:5.2f} ms, {stored} values/cycle)"
+                )
+
+
+def bench_rss(pods: int) -> None:
+    """Ring sized for 30 min at 1 s, filled for `pods` x 3 containers through the real sampler path."""
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+        refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
+        tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
+        for p in refs:
+            tree.add_pod(p)
+        clock = StepClock()
+        cg = CgroupCollector(lambda: refs, tmp)
+        sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
+        for _ in range(sampler.ring.slots + 5):
+            asyncio.run(sampler.cycle())
+            clock.t += 1.0
+        report = build_report(sampler.ring, clock.t - 1.0, WINDOWS, wants_quantiles=wants_quantiles)
+        rss = psutil.Process().memory_info().rss
+        print(
+            f"RSS with {pods} pods x 3 containers, ring full ({len(sampler.ring)} series, "
+            f"{sampler.ring.nbytes() / 2**20:.1f} MiB ring) after a report: {rss / 2**20:.1f} MiB"
+        )
+        del report
+        cg.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pods", default="10,100,300")
+    ap.add_argument("--cycles", type=int, default=40)
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--real", action="store_true", help="also measure on empty cgroups in the real v1 hierarchy")
+    ap.add_argument("--rss-pods", type=int, default=100)
+    ap.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.rss_only:
+        bench_rss(args.rss_pods)
+        return
+    counts = [int(x) for x in args.pods.split(",")]
+    bench_aggregation(max(counts), args.repeat)
+    if 100 in counts and max(counts) != 100:
+        bench_aggregation(100, args.repeat)
+    bench_cycles(counts, args.cycles, args.real)
+    # in a fresh process, so the aggregation runs above do not inflate it
+    subprocess.run([sys.executable, __file__, "--rss-only", "--rss-pods", str(args.rss_pods)], check=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""The scheduling framework: extension points, cycle state, snapshot, runtime, profiles.
+
+No API-server I/O here: the framework schedules over an in-memory `Snapshot` and binds
+through a `Binder`.
+"""
+
+from scheduler_plugin.framework.clock import Clock, FakeClock, RealClock
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.interfaces import (
+    Binder,
+    BindPlugin,
+    FilterPlugin,
+    FilterResult,
+    FrameworkHandle,
+    NormalizeScorePlugin,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueuedPodInfo,
+    QueueSortPlugin,
+    Rejection,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler_plugin.framework.k8s_types import InvalidObjectError
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.runtime import Framework, PermitOutcome, ScheduleResult
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.framework.status import SUCCESS, Code, Status
+from scheduler_plugin.framework.waiting_pods import WaitingPod
+
+__all__ = [
+    "SUCCESS",
+    "BindPlugin",
+    "Binder",
+    "Clock",
+    "Code",
+    "CycleState",
+    "Diagnosis",
+    "FakeClock",
+    "FilterPlugin",
+    "FilterResult",
+    "Framework",
+    "FrameworkHandle",
+    "InvalidObjectError",
+    "NormalizeScorePlugin",
+    "PermitOutcome",
+    "PermitPlugin",
+    "Plugin",
+    "PodInfo",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
+    "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "QueueSortPlugin",
+    "QueuedPodInfo",
+    "RealClock",
+    "Rejection",
+    "ReservePlugin",
+    "ScheduleResult",
+    "ScorePlugin",
+    "Snapshot",
+    "Status",
+    "WaitingPod",
+]

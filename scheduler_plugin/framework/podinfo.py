@@ -1,0 +1,212 @@
+"""`PodInfo`: a pod parsed once into what scheduling needs (kube-scheduler's PodInfo).
+
+Resource amounts are integers in Koordinator's vector unit: `cpu` in milli-cores, every
+other resource (memory, pods, kubernetes.io/batch-cpu, nvidia.com/gpu, ...) by value.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from common.api import constants as c
+from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
+from common.api.podgroup import GangRef, GangSpecError, gang_of
+from common.api.quantity import QuantityError
+from scheduler_plugin.framework.k8s_types import (
+    InvalidObjectError,
+    PreferredTerm,
+    SelectorTerm,
+    Toleration,
+    parse_node_affinity,
+    parse_time,
+    parse_tolerations,
+    string_map,
+)
+
+# kube-scheduler scores a pod without a cpu/memory request as if it asked for these
+# (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest), so that many
+# request-less pods do not all land on one node.
+NONZERO_DEFAULT_MILLI_CPU = 100
+NONZERO_DEFAULT_MEMORY = 200 * 1024 * 1024
+
+
+def pod_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+class PodInfo:
+    """Read-only view of one pod. `memo` is per-pod scratch that plugins may cache derived values in."""
+
+    __slots__ = (
+        "annotations",
+        "creation_timestamp",
+        "deleting",
+        "gang",
+        "gang_error",
+        "initialized_at",
+        "is_daemonset",
+        "key",
+        "labels",
+        "limits",
+        "memo",
+        "name",
+        "namespace",
+        "node_name",
+        "node_selector",
+        "nonzero_requests",
+        "phase",
+        "preferred_affinity",
+        "priority",
+        "raw",
+        "requests",
+        "required_affinity",
+        "scheduled_at",
+        "scheduler_name",
+        "scheduling_gates",
+        "tolerations",
+        "uid",
+    )
+
+    raw: Mapping[str, Any]
+    namespace: str
+    name: str
+    key: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    creation_timestamp: float
+    priority: int
+    scheduler_name: str
+    node_name: str
+    phase: str
+    deleting: bool
+    is_daemonset: bool
+    requests: dict[str, int]
+    limits: dict[str, int]
+    nonzero_requests: tuple[int, int]
+    node_selector: dict[str, str]
+    required_affinity: tuple[SelectorTerm, ...] | None
+    preferred_affinity: tuple[PreferredTerm, ...]
+    tolerations: tuple[Toleration, ...]
+    scheduling_gates: tuple[str, ...]
+    scheduled_at: float | None
+    initialized_at: float | None
+    gang: GangRef | None
+    gang_error: str | None
+    memo: dict[str, Any]
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
+        """Parse a pod as the API server returns it. Raises InvalidObjectError naming the bad field."""
+        if not isinstance(obj, Mapping):
+            raise InvalidObjectError(f"pod: expected an object, got {type(obj).__name__}")
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise InvalidObjectError("pod: metadata, spec and status must be objects")
+        name = meta.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidObjectError("metadata.name: required")
+        self = cls.__new__(cls)
+        self.raw = obj
+        self.name = name
+        self.namespace = str(meta.get("namespace") or "default")
+        self.key = pod_key(self.namespace, name)
+        self.uid = str(meta.get("uid") or self.key)
+        self.labels = string_map(meta.get("labels"), "metadata.labels")
+        self.annotations = string_map(meta.get("annotations"), "metadata.annotations")
+        self.creation_timestamp = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0
+        self.deleting = meta.get("deletionTimestamp") is not None
+        priority = spec.get("priority", 0)
+        if priority is None:
+            priority = 0
+        if not isinstance(priority, int):
+            raise InvalidObjectError(f"spec.priority: expected an integer, got {priority!r}")
+        self.priority = priority
+        self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
+        self.node_name = str(spec.get("nodeName") or "")
+        self.phase = str(status.get("phase") or "")
+        self.is_daemonset = is_daemonset_pod(obj)
+        try:
+            self.requests = {k: scalar(k, q) for k, q in pod_requests(obj).items()}
+            self.limits = {k: scalar(k, q) for k, q in pod_limits(obj).items()}
+            self.nonzero_requests = _nonzero_requests(obj)
+        except QuantityError as exc:
+            raise InvalidObjectError(str(exc)) from None
+        for resource, amount in self.requests.items():
+            if amount < 0:
+                raise InvalidObjectError(f"spec.containers[*].resources.requests.{resource}: must not be negative")
+        self.node_selector = string_map(spec.get("nodeSelector"), "spec.nodeSelector")
+        self.required_affinity, self.preferred_affinity = parse_node_affinity(spec.get("affinity"))
+        self.tolerations = parse_tolerations(spec.get("tolerations"))
+        gates = spec.get("schedulingGates") or []
+        self.scheduling_gates = tuple(str(g.get("name", "")) for g in gates if isinstance(g, Mapping))
+        self.scheduled_at, self.initialized_at = _condition_times(status.get("conditions"))
+        try:
+            self.gang, self.gang_error = gang_of(obj), None
+        except GangSpecError as exc:
+            # The pod is still schedulable data-wise; Coscheduling rejects it with this reason.
+            self.gang, self.gang_error = None, str(exc)
+        self.memo = {}
+        return self
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def koord_priority_class(self) -> PriorityClass:
+        """Koordinator's defaulted priority class (label, spec.priority range, else from QoS)."""
+        cached = self.memo.get("koord_priority_class")
+        if cached is None:
+            cached = priority_class_of(self.raw)
+            self.memo["koord_priority_class"] = cached
+        return PriorityClass(cached)
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key})"
+
+
+def _nonzero_requests(obj: Mapping[str, Any]) -> tuple[int, int]:
+    """(milli-cpu, memory) requests with kube-scheduler's per-container defaults for missing values."""
+    spec = obj.get("spec") or {}
+    needs_default = False
+    for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
+        requests = (container.get("resources") or {}).get("requests") or {}
+        if c.RESOURCE_CPU not in requests or c.RESOURCE_MEMORY not in requests:
+            needs_default = True
+            break
+    source: Mapping[str, Any] = obj
+    if needs_default:
+        patched = copy.deepcopy(dict(obj))
+        patched_spec = patched.setdefault("spec", {})
+        for kind in ("containers", "initContainers"):
+            for container in patched_spec.get(kind) or []:
+                resources = container.setdefault("resources", {})
+                requests = dict(resources.get("requests") or {})
+                requests.setdefault(c.RESOURCE_CPU, f"{NONZERO_DEFAULT_MILLI_CPU}m")
+                requests.setdefault(c.RESOURCE_MEMORY, str(NONZERO_DEFAULT_MEMORY))
+                resources["requests"] = requests
+        source = patched
+    totals = pod_requests(source)
+    cpu = totals.get(c.RESOURCE_CPU)
+    memory = totals.get(c.RESOURCE_MEMORY)
+    return (cpu.milli_value() if cpu else 0, memory.value() if memory else 0)
+
+
+def _condition_times(conditions: Any) -> tuple[float | None, float | None]:
+    scheduled = initialized = None
+    if not isinstance(conditions, list):
+        return None, None
+    for i, cond in enumerate(conditions):
+        if not isinstance(cond, Mapping) or cond.get("status") != "True":
+            continue
+        when = parse_time(cond.get("lastTransitionTime"), f"status.conditions[{i}].lastTransitionTime")
+        if cond.get("type") == "PodScheduled":
+            scheduled = when
+        elif cond.get("type") == "Initialized":
+            initialized = when
+    return scheduled, initialized

@@ -1,0 +1,638 @@
+"""The scheduler's view of the cluster: nodes as numpy rows, pods, NodeMetrics and PodGroups.
+
+Fed from plain Kubernetes JSON (as list/watch deliver it) and updated incrementally, so
+the same object serves as the scheduler cache and as the per-cycle snapshot: scheduling
+is serial, and a pod placed in one cycle is visible ("assumed") to the next.
+
+Layout: resource-major. `allocatable[r, i]` is resource r of node row i, so a plugin
+reads one resource for its candidates as a contiguous 1-D `take`, and reductions over
+resources are element-wise (numpy is slow at reducing a 2-wide axis). Node i owns
+column i of every array (a "row" of the cluster); rows of removed nodes are marked
+invalid and reused. Resources are append-only (cpu, memory, pods, ephemeral-storage
+first, then extended resources as they appear), so a vector built for fewer resources
+stays a valid prefix. Labels, taints and annotations stay Python per node; label
+columns are materialised lazily per key for vectorised selector matching.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import ValidationError
+
+from common.api import constants as c
+from common.api.pod import scalar
+from common.api.podgroup import PodGroup
+from common.api.quantity import Quantity, QuantityError
+from scheduler_plugin.framework.k8s_types import InvalidObjectError, Taint, parse_taints, string_map
+from scheduler_plugin.framework.nodeload import NodeLoad
+from scheduler_plugin.framework.podinfo import PodInfo, pod_key
+
+FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
+CPU, MEMORY, PODS = 0, 1, 2
+
+IntArray = NDArray[np.int64]
+BoolArray = NDArray[np.bool_]
+IndexArray = NDArray[np.intp]
+
+_snapshot_ids = itertools.count(1)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+class NodeInfo:
+    """The Python side of one node row."""
+
+    __slots__ = (
+        "allocatable",
+        "annotations",
+        "index",
+        "labels",
+        "load",
+        "name",
+        "pods",
+        "raw",
+        "taint_set_id",
+        "taints",
+        "unschedulable",
+    )
+
+    def __init__(self, index: int, name: str) -> None:
+        self.index = index
+        self.name = name
+        self.labels: dict[str, str] = {}
+        self.annotations: dict[str, str] = {}
+        self.taints: tuple[Taint, ...] = ()
+        self.unschedulable = False
+        self.allocatable: dict[str, int] = {}
+        self.raw: Mapping[str, Any] = {}
+        self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
+        self.load: NodeLoad | None = None
+        self.taint_set_id = 0
+
+    def __repr__(self) -> str:
+        return f"NodeInfo({self.name}@{self.index})"
+
+
+@dataclass(slots=True, eq=False)
+class PodRecord:
+    """A pod accounted on a node: what it added to the node's row, and since when."""
+
+    pod: PodInfo
+    node_index: int
+    assumed: bool
+    assigned_at: float
+    vector: IntArray
+    nonzero: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupInfo:
+    namespace: str
+    name: str
+    min_member: int
+    min_resources: dict[str, int]
+    schedule_timeout_seconds: int | None
+    creation_timestamp: float
+
+
+@dataclass(slots=True)
+class LabelColumn:
+    """One label key across all node rows: integer codes (-1 = label absent) and their vocabulary."""
+
+    codes: NDArray[np.int32]
+    vocab: dict[str, int]
+    numbers: IntArray  # the value parsed as an integer (for Gt/Lt)
+    is_number: BoolArray
+
+
+def parse_resource_list(value: Any, field: str) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidObjectError(f"{field}: expected an object")
+    out = {}
+    for name, raw in value.items():
+        try:
+            out[str(name)] = scalar(str(name), Quantity.parse(raw, field=f"{field}.{name}"))
+        except QuantityError as exc:
+            raise InvalidObjectError(str(exc)) from None
+    return out
+
+
+class Snapshot:
+    def __init__(self, initial_capacity: int = 64) -> None:
+        self.uid = next(_snapshot_ids)
+        self.resource_names: list[str] = list(FIXED_RESOURCES)
+        self._resource_pos: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
+        cap = max(initial_capacity, 1)
+        r = len(self.resource_names)
+        self._allocatable = np.zeros((r, cap), np.int64)
+        self._requested = np.zeros((r, cap), np.int64)
+        self._nonzero = np.zeros((2, cap), np.int64)  # (milli-cpu, memory) with scoring defaults
+        self._usage = np.zeros((r, cap), np.int64)
+        self._metric_time = np.full(cap, np.nan)
+        self._valid = np.zeros(cap, np.bool_)
+        self._unschedulable = np.zeros(cap, np.bool_)
+        self._generation = np.zeros(cap, np.int64)
+        self._taint_set_ids = np.zeros(cap, np.int32)
+        self._slots = 0  # rows ever used (high-water mark)
+        self._free_rows: list[int] = []
+        self._nodes: list[NodeInfo | None] = []
+        self._node_by_name: dict[str, NodeInfo] = {}
+        self._gen_counter = 0
+        self.taint_sets: list[tuple[Taint, ...]] = [()]
+        self._taint_set_pos: dict[tuple[Taint, ...], int] = {(): 0}
+        self._label_columns: dict[str, LabelColumn] = {}
+        self._name_rank: IntArray | None = None
+        self._node_indices: IndexArray | None = None
+        # pods
+        self.pods: dict[str, PodInfo] = {}  # every known pod, pending or not
+        self.records: dict[str, PodRecord] = {}  # pods accounted on a node
+        self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
+        self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
+        self._loads: dict[str, NodeLoad] = {}
+        self.pod_groups: dict[str, PodGroupInfo] = {}
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_objects(
+        cls,
+        nodes: Iterable[Mapping[str, Any]] = (),
+        pods: Iterable[Mapping[str, Any]] = (),
+        node_metrics: Iterable[Mapping[str, Any]] = (),
+        pod_groups: Iterable[Mapping[str, Any]] = (),
+    ) -> Snapshot:
+        node_list = list(nodes)
+        snap = cls(initial_capacity=max(len(node_list), 1))
+        for node in node_list:
+            snap.upsert_node(node)
+        for metric in node_metrics:
+            snap.upsert_node_metric(metric)
+        for group in pod_groups:
+            snap.upsert_pod_group(group)
+        for pod in pods:
+            snap.upsert_pod(pod)
+        return snap
+
+    # ------------------------------------------------------------------ array views
+    @property
+    def num_slots(self) -> int:
+        return self._slots
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self._node_by_name)
+
+    @property
+    def allocatable(self) -> IntArray:
+        """(resources, rows): status.allocatable."""
+        return self._allocatable[:, : self._slots]
+
+    @property
+    def requested(self) -> IntArray:
+        """(resources, rows): sum of requests of the pods bound or assumed on the node; `pods` counts them."""
+        return self._requested[:, : self._slots]
+
+    @property
+    def nonzero_requested(self) -> IntArray:
+        """(2, rows): milli-cpu and memory requests with kube-scheduler's 100m/200Mi for request-less containers."""
+        return self._nonzero[:, : self._slots]
+
+    @property
+    def usage(self) -> IntArray:
+        """(resources, rows): NodeMetric `nodeUsage` (zeros where there is none; see `metric_update_time`)."""
+        return self._usage[:, : self._slots]
+
+    @property
+    def metric_update_time(self) -> NDArray[np.float64]:
+        """NodeMetric `status.updateTime` as epoch seconds; NaN when the node has no NodeMetric or no time."""
+        return self._metric_time[: self._slots]
+
+    @property
+    def unschedulable(self) -> BoolArray:
+        return self._unschedulable[: self._slots]
+
+    @property
+    def generation(self) -> IntArray:
+        """Bumped whenever anything about a row changes (node, its pods, its NodeMetric)."""
+        return self._generation[: self._slots]
+
+    @property
+    def taint_set_ids(self) -> NDArray[np.int32]:
+        return self._taint_set_ids[: self._slots]
+
+    def node_indices(self) -> IndexArray:
+        """Rows of the nodes that exist, ascending."""
+        if self._node_indices is None:
+            self._node_indices = np.flatnonzero(self._valid[: self._slots]).astype(np.intp)
+        return self._node_indices
+
+    def node(self, index: int) -> NodeInfo:
+        info = self._nodes[index]
+        if info is None:
+            raise KeyError(f"no node at row {index}")
+        return info
+
+    def node_by_name(self, name: str) -> NodeInfo | None:
+        return self._node_by_name.get(name)
+
+    def node_name(self, index: int) -> str:
+        return self.node(int(index)).name
+
+    def name_rank(self) -> IntArray:
+        """Position of each row's node name in sorted order (deterministic tie-break)."""
+        if self._name_rank is None:
+            rank = np.full(self._slots, np.iinfo(np.int64).max, np.int64)
+            names = sorted(self._node_by_name)
+            for position, name in enumerate(names):
+                rank[self._node_by_name[name].index] = position
+            self._name_rank = rank
+        return self._name_rank
+
+    # ------------------------------------------------------------------ resources
+    def resource_column(self, name: str) -> int:
+        """Column of a resource, adding one (zeros everywhere) if it is new."""
+        pos = self._resource_pos.get(name)
+        if pos is None:
+            pos = len(self.resource_names)
+            self.resource_names.append(name)
+            self._resource_pos[name] = pos
+            self._allocatable = _add_column(self._allocatable)
+            self._requested = _add_column(self._requested)
+            self._usage = _add_column(self._usage)
+        return pos
+
+    def has_resource(self, name: str) -> bool:
+        return name in self._resource_pos
+
+    def vector(self, amounts: Mapping[str, int]) -> IntArray:
+        """A resource dict as a row vector in this snapshot's columns (adding columns as needed)."""
+        for name in amounts:
+            self.resource_column(name)
+        vec = np.zeros(len(self.resource_names), np.int64)
+        for name, amount in amounts.items():
+            vec[self._resource_pos[name]] = amount
+        return vec
+
+    def pod_vector(self, pod: PodInfo) -> IntArray:
+        """The pod's requests as a row vector, `pods` = 1 (every pod takes one pod slot)."""
+        cached = pod.memo.get("snapshot_vector")
+        if cached is not None and cached[0] == self.uid and len(cached[1]) == len(self.resource_names):
+            vec: IntArray = cached[1]
+            return vec
+        vec = self.vector(pod.requests)
+        vec[PODS] = 1
+        pod.memo["snapshot_vector"] = (self.uid, vec)
+        return vec
+
+    # ------------------------------------------------------------------ nodes
+    def upsert_node(self, obj: Mapping[str, Any]) -> NodeInfo:
+        """Add or update a node from its JSON. Raises InvalidObjectError (the node is then left as it was)."""
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise InvalidObjectError("node metadata.name: required")
+        labels = string_map(meta.get("labels"), "metadata.labels")
+        annotations = string_map(meta.get("annotations"), "metadata.annotations")
+        taints = parse_taints(spec.get("taints"))
+        allocatable = parse_resource_list(status.get("allocatable"), "status.allocatable")
+        for resource in allocatable:
+            self.resource_column(resource)
+
+        info = self._node_by_name.get(name)
+        is_new = info is None
+        if info is None:
+            info = NodeInfo(self._allocate_row(), name)
+            self._node_by_name[name] = info
+            self._nodes[info.index] = info
+            self._name_rank = None
+            self._node_indices = None
+        i = info.index
+        labels_changed = is_new or labels != info.labels
+        info.labels = labels
+        info.annotations = annotations
+        info.taints = taints
+        info.unschedulable = bool(spec.get("unschedulable", False))
+        info.allocatable = allocatable
+        info.raw = obj
+        info.taint_set_id = self._intern_taints(taints)
+        self._valid[i] = True
+        self._unschedulable[i] = info.unschedulable
+        self._taint_set_ids[i] = info.taint_set_id
+        self._allocatable[:, i] = 0
+        for resource, amount in allocatable.items():
+            self._allocatable[self._resource_pos[resource], i] = amount
+        if labels_changed:
+            for key, column in self._label_columns.items():
+                _set_label_cell(column, i, labels.get(key))
+        if is_new:
+            load = self._loads.get(name)
+            if load is not None:
+                self._attach_load(info, load)
+            for pod in self._orphans.pop(name, {}).values():
+                self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, None))
+        self._touch(i)
+        return info
+
+    def remove_node(self, name: str) -> None:
+        info = self._node_by_name.pop(name, None)
+        if info is None:
+            return
+        i = info.index
+        for key, record in list(info.pods.items()):
+            self._unaccount(key)
+            if not record.assumed:
+                self._orphans.setdefault(name, {})[key] = record.pod
+        self._nodes[i] = None
+        self._valid[i] = False
+        self._allocatable[:, i] = 0
+        self._requested[:, i] = 0
+        self._nonzero[:, i] = 0
+        self._usage[:, i] = 0
+        self._metric_time[i] = np.nan
+        for column in self._label_columns.values():
+            _set_label_cell(column, i, None)
+        self._free_rows.append(i)
+        self._name_rank = None
+        self._node_indices = None
+        self._touch(i)
+
+    def _allocate_row(self) -> int:
+        if self._free_rows:
+            return self._free_rows.pop()
+        i = self._slots
+        if i >= len(self._valid):
+            self._grow_rows(max(2 * len(self._valid), 16))
+        self._slots += 1
+        self._nodes.append(None)
+        for column in self._label_columns.values():
+            _extend_label_column(column, self._slots)
+        return i
+
+    def _grow_rows(self, capacity: int) -> None:
+        def grow(arr: NDArray[Any], fill: Any = 0) -> NDArray[Any]:
+            out = np.full((*arr.shape[:-1], capacity), fill, arr.dtype)
+            out[..., : arr.shape[-1]] = arr
+            return out
+
+        self._allocatable = grow(self._allocatable)
+        self._requested = grow(self._requested)
+        self._nonzero = grow(self._nonzero)
+        self._usage = grow(self._usage)
+        self._metric_time = grow(self._metric_time, np.nan)
+        self._valid = grow(self._valid, False)
+        self._unschedulable = grow(self._unschedulable, False)
+        self._generation = grow(self._generation)
+        self._taint_set_ids = grow(self._taint_set_ids)
+
+    def _intern_taints(self, taints: tuple[Taint, ...]) -> int:
+        pos = self._taint_set_pos.get(taints)
+        if pos is None:
+            pos = len(self.taint_sets)
+            self.taint_sets.append(taints)
+            self._taint_set_pos[taints] = pos
+        return pos
+
+    def _touch(self, i: int) -> None:
+        self._gen_counter += 1
+        self._generation[i] = self._gen_counter
+
+    # ------------------------------------------------------------------ labels
+    def label_column(self, key: str) -> LabelColumn:
+        column = self._label_columns.get(key)
+        if column is None:
+            n = len(self._valid)
+            column = LabelColumn(np.full(n, -1, np.int32), {}, np.zeros(n, np.int64), np.zeros(n, np.bool_))
+            for info in self._node_by_name.values():
+                _set_label_cell(column, info.index, info.labels.get(key))
+            self._label_columns[key] = column
+        return column
+
+    # ------------------------------------------------------------------ pods
+    def upsert_pod(self, obj: Mapping[str, Any]) -> PodInfo:
+        """Add or update a pod. A pod with spec.nodeName is accounted on that node (once it exists)."""
+        pod = PodInfo.from_dict(obj)
+        self._store_pod(pod)
+        return pod
+
+    def _store_pod(self, pod: PodInfo) -> None:
+        key = pod.key
+        old = self.pods.get(key)
+        if old is not None:
+            self._unindex(old)
+        self.pods[key] = pod
+        self._index(pod)
+        record = self.records.get(key)
+        target = pod.node_name if not pod.is_terminated else ""
+        if record is not None:
+            current = self.node(record.node_index).name
+            if record.assumed and (not target or target == current):
+                # The API server has not caught up with (or just confirmed) our assumption.
+                record.pod = pod if target else record.pod
+                record.assumed = not target
+                return
+            if target == current and pod.requests == record.pod.requests:
+                record.pod = pod  # a status-only update of a bound pod: nothing to re-account
+                self._touch(record.node_index)
+                return
+            self._unaccount(key)
+        for orphans in self._orphans.values():
+            orphans.pop(key, None)
+        if target:
+            info = self._node_by_name.get(target)
+            if info is None:
+                self._orphans.setdefault(target, {})[key] = pod
+            else:
+                self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, old))
+
+    def remove_pod(self, key: str) -> None:
+        pod = self.pods.pop(key, None)
+        if pod is not None:
+            self._unindex(pod)
+        if key in self.records:
+            self._unaccount(key)
+        for orphans in self._orphans.values():
+            orphans.pop(key, None)
+
+    def upsert_pod_info(self, pod: PodInfo) -> None:
+        """Add or update a pod that is already parsed (pending or bound, like `upsert_pod`)."""
+        self._store_pod(pod)
+
+    def assume_pod(self, pod: PodInfo, node_name: str, now: float) -> None:
+        """Account a pod on a node before it is bound (kube-scheduler's AssumePod)."""
+        info = self._node_by_name.get(node_name)
+        if info is None:
+            raise KeyError(f"node {node_name!r} not in snapshot")
+        if pod.key in self.records:
+            raise ValueError(f"pod {pod.key} is already assumed or bound")
+        if pod.key not in self.pods:
+            self.pods[pod.key] = pod
+            self._index(pod)
+        self._account(pod, info, assumed=True, assigned_at=now)
+
+    def forget_pod(self, key: str) -> None:
+        """Undo an assumption (after Unreserve); a bound pod is left alone."""
+        record = self.records.get(key)
+        if record is not None and record.assumed:
+            self._unaccount(key)
+
+    def finish_binding(self, key: str) -> None:
+        record = self.records.get(key)
+        if record is not None:
+            record.assumed = False
+
+    def node_of(self, key: str) -> str | None:
+        """Node a pod is accounted on (assumed or bound), or None."""
+        record = self.records.get(key)
+        return None if record is None else self.node(record.node_index).name
+
+    def _account(self, pod: PodInfo, info: NodeInfo, assumed: bool, assigned_at: float) -> None:
+        vec = self.pod_vector(pod)
+        i = info.index
+        self._requested[: len(vec), i] += vec
+        nonzero = pod.nonzero_requests
+        self._nonzero[0, i] += nonzero[0]
+        self._nonzero[1, i] += nonzero[1]
+        record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero)
+        self.records[pod.key] = record
+        info.pods[pod.key] = record
+        self._touch(i)
+
+    def _unaccount(self, key: str) -> None:
+        record = self.records.pop(key)
+        i = record.node_index
+        self._requested[: len(record.vector), i] -= record.vector
+        self._nonzero[0, i] -= record.nonzero[0]
+        self._nonzero[1, i] -= record.nonzero[1]
+        info = self._nodes[i]
+        if info is not None:
+            info.pods.pop(key, None)
+        self._touch(i)
+
+    # ------------------------------------------------------------------ pod indexes
+    def pod_index(self, name: str, key_of: Callable[[PodInfo], Hashable | None]) -> dict[Hashable, set[str]]:
+        """An index of pod keys by `key_of(pod)`, built on first use and kept current afterwards."""
+        entry = self._pod_indexes.get(name)
+        if entry is None:
+            index: dict[Hashable, set[str]] = {}
+            for pod in self.pods.values():
+                value = key_of(pod)
+                if value is not None:
+                    index.setdefault(value, set()).add(pod.key)
+            entry = (key_of, index)
+            self._pod_indexes[name] = entry
+        return entry[1]
+
+    def _index(self, pod: PodInfo) -> None:
+        for key_of, index in self._pod_indexes.values():
+            value = key_of(pod)
+            if value is not None:
+                index.setdefault(value, set()).add(pod.key)
+
+    def _unindex(self, pod: PodInfo) -> None:
+        for key_of, index in self._pod_indexes.values():
+            value = key_of(pod)
+            if value is not None and value in index:
+                index[value].discard(pod.key)
+                if not index[value]:
+                    del index[value]
+
+    # ------------------------------------------------------------------ NodeMetrics
+    def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeLoad:
+        load = NodeLoad.from_dict(obj)
+        self._loads[load.node_name] = load
+        info = self._node_by_name.get(load.node_name)
+        if info is not None:
+            self._attach_load(info, load)
+            self._touch(info.index)
+        return load
+
+    def remove_node_metric(self, name: str) -> None:
+        self._loads.pop(name, None)
+        info = self._node_by_name.get(name)
+        if info is not None:
+            info.load = None
+            self._usage[:, info.index] = 0
+            self._metric_time[info.index] = np.nan
+            self._touch(info.index)
+
+    def _attach_load(self, info: NodeInfo, load: NodeLoad) -> None:
+        info.load = load
+        i = info.index
+        self._usage[:, i] = 0
+        for resource, amount in (load.node_usage or {}).items():
+            pos = self._resource_pos.get(resource)
+            if pos is not None:
+                self._usage[pos, i] = amount
+        self._metric_time[i] = np.nan if load.update_time is None else load.update_time
+
+    # ------------------------------------------------------------------ PodGroups
+    def upsert_pod_group(self, obj: Mapping[str, Any]) -> PodGroupInfo:
+        try:
+            group = PodGroup.model_validate(obj)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise InvalidObjectError(f"PodGroup {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        meta = group.metadata
+        if not meta.name:
+            raise InvalidObjectError("PodGroup metadata.name: required")
+        info = PodGroupInfo(
+            namespace=meta.namespace or "default",
+            name=meta.name,
+            min_member=group.spec.min_member or 1,
+            min_resources={k: scalar(k, q) for k, q in (group.spec.min_resources or {}).items()},
+            schedule_timeout_seconds=group.spec.schedule_timeout_seconds,
+            creation_timestamp=meta.creation_timestamp.timestamp() if meta.creation_timestamp else 0.0,
+        )
+        self.pod_groups[pod_key(info.namespace, info.name)] = info
+        return info
+
+    def remove_pod_group(self, namespace: str, name: str) -> None:
+        self.pod_groups.pop(pod_key(namespace, name), None)
+
+
+def _assigned_time(pod: PodInfo, previous: PodInfo | None) -> float:
+    """When the pod was placed: its PodScheduled condition, else its creation time."""
+    if pod.scheduled_at is not None:
+        return pod.scheduled_at
+    if previous is not None and previous.scheduled_at is not None:
+        return previous.scheduled_at
+    return pod.creation_timestamp
+
+
+def _add_column(arr: IntArray) -> IntArray:
+    """One more resource: a new row of zeros (resource-major layout)."""
+    return np.concatenate([arr, np.zeros((1, arr.shape[1]), arr.dtype)], axis=0)
+
+
+def _set_label_cell(column: LabelColumn, i: int, value: str | None) -> None:
+    if value is None:
+        column.codes[i] = -1
+        column.is_number[i] = False
+        return
+    code = column.vocab.setdefault(value, len(column.vocab))
+    column.codes[i] = code
+    if _INTEGER.fullmatch(value) is None:  # strconv.ParseInt(value, 10, 64): no spaces or underscores
+        column.is_number[i] = False
+        return
+    number = int(value)
+    in_range = -(2**63) <= number < 2**63
+    column.numbers[i] = number if in_range else 0
+    column.is_number[i] = in_range
+
+
+def _extend_label_column(column: LabelColumn, rows: int) -> None:
+    if len(column.codes) >= rows:
+        return
+    extra = max(rows, 2 * len(column.codes)) - len(column.codes)
+    column.codes = np.concatenate([column.codes, np.full(extra, -1, np.int32)])
+    column.numbers = np.concatenate([column.numbers, np.zeros(extra, np.int64)])
+    column.is_number = np.concatenate([column.is_number, np.zeros(extra, np.bool_)])

@@ -1,0 +1,1 @@
+"""In-tree scheduling plugins; the registry table is `scheduler_plugin.plugins.registry`."""

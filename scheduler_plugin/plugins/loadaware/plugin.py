@@ -1,0 +1,132 @@
+"""LoadAwareScheduling: filter nodes whose estimated usage would cross the thresholds,
+score by estimated free load (Koordinator semantics, reference §5), vectorised over nodes.
+
+estimated usage = base + delta + incoming pod's estimate, where per node
+  base  = prod usage (prod pod with prod thresholds), else aggregated usage (when
+          aggregated thresholds are configured), else nodeUsage — or the sum of all
+          assigned pods' estimates when that base is missing;
+  delta = estimates of pods placed since the NodeMetric last saw them (the assign cache).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel
+
+from common.api.pod import PriorityClass
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
+from scheduler_plugin.plugins.loadaware.args import LoadAwareSchedulingArgs
+from scheduler_plugin.plugins.loadaware.formulas import (
+    combine_scores,
+    exceeds_limits,
+    least_used_score,
+    most_used_score,
+)
+from scheduler_plugin.plugins.loadaware.table import LoadTable
+
+NAME = "LoadAwareScheduling"
+REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
+REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
+REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
+
+
+class LoadAwareScheduling:
+    name = NAME
+
+    def __init__(self, args: LoadAwareSchedulingArgs, handle: FrameworkHandle) -> None:
+        self.args = args
+        self.handle = handle
+        self.table = LoadTable(args)
+        self._weights = self.table.vector(args.resource_weights)
+        self._most_used = args.scoring_strategy.type == "MostUsed"
+
+    @classmethod
+    def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> LoadAwareScheduling:
+        return cls(args if isinstance(args, LoadAwareSchedulingArgs) else LoadAwareSchedulingArgs(), handle)
+
+    def _expired(self, rows: IndexArray) -> BoolArray:
+        """No updateTime, or now − updateTime ≥ nodeMetricExpirationSeconds."""
+        expired: BoolArray = self.table.expires_at.take(rows) <= self.handle.clock.now()
+        return expired
+
+    def sync_snapshot(self, snapshot: Snapshot) -> None:
+        self.table.sync(snapshot)
+
+    # ------------------------------------------------------------------ Filter
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
+        if pod.is_daemonset:
+            return ALL_PASS
+        t = self.table
+        t.sync(snapshot)
+        rows = candidates
+        checked = t.has_metric.take(rows)  # nodes without a NodeMetric (no koordlet) are not filtered
+        if not checked.any():
+            return ALL_PASS
+        rejections: list[Rejection] = []
+        if self.args.filter_expired_node_metrics:
+            expired = checked & self._expired(rows)
+            if expired.any() and not self.args.enable_schedule_when_node_metrics_expired:
+                rejections.append(Rejection(REASON_NODE_METRIC_EXPIRED, expired))
+            checked &= ~expired
+        checked &= t.has_status.take(rows)
+        if checked.any():
+            rejections += self._threshold_rejections(pod, rows, checked)
+        if not rejections:
+            return ALL_PASS
+        return FilterResult.from_rejections(rows.size, rejections)
+
+    def _threshold_rejections(self, pod: PodInfo, rows: IndexArray, checked: BoolArray) -> list[Rejection]:
+        t = self.table
+        prod_pod = pod.koord_priority_class is PriorityClass.PROD
+        use_prod = checked & t.has_prod_thr.take(rows) if prod_pod else np.zeros(rows.size, np.bool_)
+        use_agg = checked & ~use_prod & t.agg_filter_enabled.take(rows)
+        # Per node, the path Koordinator takes: prod usage, else aggregated usage, else nodeUsage.
+        estimated = t.base_usage.take(rows, axis=1)
+        limits = t.limit_usage.take(rows, axis=1)
+        if use_agg.any():
+            estimated = np.where(use_agg, t.base_agg_filter.take(rows, axis=1), estimated)
+            limits = np.where(use_agg, t.limit_aggregated.take(rows, axis=1), limits)
+        if use_prod.any():
+            estimated = np.where(use_prod, t.base_prod.take(rows, axis=1), estimated)
+            limits = np.where(use_prod, t.limit_prod.take(rows, axis=1), limits)
+        estimated = estimated + t.estimate(pod)[:, None]
+        over = exceeds_limits(estimated, t.allocatable_f.take(rows, axis=1), limits) & checked
+        # One reason per node: the first resource (in vector order) over its threshold.
+        rejections = []
+        seen = np.zeros(rows.size, np.bool_)
+        for j, resource in enumerate(t.resources):
+            hit = over[j] & ~seen
+            if not hit.any():
+                continue
+            seen |= hit
+            plain, aggregated_hit = hit & ~use_agg, hit & use_agg
+            if plain.any():
+                rejections.append(Rejection(REASON_USAGE_EXCEED_THRESHOLD.format(resource), plain))
+            if aggregated_hit.any():
+                rejections.append(Rejection(REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD.format(resource), aggregated_hit))
+        return rejections
+
+    # ------------------------------------------------------------------ Score
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
+        t = self.table
+        t.sync(snapshot)
+        rows = candidates
+        scorable = t.has_metric.take(rows) & t.has_status.take(rows)
+        if not scorable.any():
+            return np.zeros(rows.size, np.int64)
+        scorable &= ~self._expired(rows)
+        agg = self.args.aggregated
+        if self.args.score_according_prod_usage and pod.koord_priority_class is PriorityClass.PROD:
+            used = t.base_prod.take(rows, axis=1)
+        elif agg is not None and agg.score_enabled:
+            used = t.base_agg_score.take(rows, axis=1)
+        else:
+            used = t.base_usage.take(rows, axis=1)
+        used = used + t.estimate(pod)[:, None]
+        allocatable = t.allocatable.take(rows, axis=1)
+        per_resource = most_used_score(used, allocatable) if self._most_used else least_used_score(used, allocatable)
+        scores = combine_scores(per_resource, self._weights, self.args.dominant_resource_weight, self._most_used)
+        return np.where(scorable, scores, 0)

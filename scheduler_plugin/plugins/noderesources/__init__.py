@@ -1,0 +1,5 @@
+"""NodeResourcesFit: requests against allocatable, and request-based scoring."""
+
+from scheduler_plugin.plugins.noderesources.fit import NAME, NodeResourcesFit, NodeResourcesFitArgs
+
+__all__ = ["NAME", "NodeResourcesFit", "NodeResourcesFitArgs"]

@@ -1,0 +1,107 @@
+"""NodeResourcesFit (kube-scheduler semantics, vectorised).
+
+Filter: one more pod must fit the node's `pods`, and every resource the pod requests
+(cpu, memory, ephemeral-storage and extended resources such as kubernetes.io/batch-cpu)
+must fit allocatable − requested. Score: LeastAllocated (default) or MostAllocated
+over the configured resources; cpu and memory use the "non-zero" requests (100m/200Mi
+for containers without requests) like kube-scheduler, so request-less pods spread.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from common.api import constants as c
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, IndexArray, IntArray, Snapshot
+from scheduler_plugin.plugins.noderesources.formulas import least_requested_score, most_requested_score
+
+NAME = "NodeResourcesFit"
+TOO_MANY_PODS = "Too many pods"
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, alias_generator=to_camel, frozen=True)
+
+
+class ResourceSpec(_Args):
+    name: str = Field(min_length=1)
+    weight: int = Field(default=1, ge=1, le=100)
+
+
+class ScoringStrategy(_Args):
+    type: Literal["LeastAllocated", "MostAllocated"] = "LeastAllocated"
+    resources: list[ResourceSpec] = Field(
+        default_factory=lambda: [ResourceSpec(name=c.RESOURCE_CPU), ResourceSpec(name=c.RESOURCE_MEMORY)], min_length=1
+    )
+
+
+class NodeResourcesFitArgs(_Args):
+    ignored_resources: list[str] = Field(default_factory=list)
+    ignored_resource_groups: list[str] = Field(default_factory=list)  # prefixes before "/", e.g. "example.com"
+    scoring_strategy: ScoringStrategy = Field(default_factory=ScoringStrategy)
+
+
+class NodeResourcesFit:
+    name = NAME
+
+    def __init__(self, args: NodeResourcesFitArgs) -> None:
+        self.args = args
+        self._ignored = set(args.ignored_resources)
+        self._ignored_groups = set(args.ignored_resource_groups)
+        self._score = least_requested_score if args.scoring_strategy.type == "LeastAllocated" else most_requested_score
+
+    @classmethod
+    def new(cls, args: BaseModel | None, _handle: FrameworkHandle) -> NodeResourcesFit:
+        return cls(args if isinstance(args, NodeResourcesFitArgs) else NodeResourcesFitArgs())
+
+    def _is_ignored(self, resource: str) -> bool:
+        return resource in self._ignored or ("/" in resource and resource.split("/", 1)[0] in self._ignored_groups)
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
+        request = snapshot.pod_vector(pod)
+        allocatable, requested = snapshot.allocatable, snapshot.requested
+        rejections = []
+        too_many = requested[PODS].take(candidates) + 1 > allocatable[PODS].take(candidates)
+        if too_many.any():
+            rejections.append(Rejection(TOO_MANY_PODS, too_many))
+        for j in np.flatnonzero(request):
+            if j == PODS or self._is_ignored(snapshot.resource_names[j]):
+                continue
+            free = allocatable[j].take(candidates) - requested[j].take(candidates)
+            short = request[j] > free
+            if short.any():
+                rejections.append(Rejection(f"Insufficient {snapshot.resource_names[j]}", short))
+        if not rejections:
+            return ALL_PASS
+        return FilterResult.from_rejections(candidates.size, rejections)
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
+        request = snapshot.pod_vector(pod)
+        total = np.zeros(candidates.size, np.int64)
+        weight_sum = np.zeros(candidates.size, np.int64)
+        for spec in self.args.scoring_strategy.resources:
+            if spec.name == c.RESOURCE_CPU:
+                capacity = snapshot.allocatable[CPU].take(candidates)
+                used = snapshot.nonzero_requested[0].take(candidates) + pod.nonzero_requests[0]
+            elif spec.name == c.RESOURCE_MEMORY:
+                capacity = snapshot.allocatable[MEMORY].take(candidates)
+                used = snapshot.nonzero_requested[1].take(candidates) + pod.nonzero_requests[1]
+            else:
+                j = snapshot.resource_column(spec.name) if snapshot.has_resource(spec.name) else -1
+                # kube-scheduler skips an extended resource the pod does not request.
+                if j < 0 or j >= len(request) or request[j] == 0:
+                    continue
+                capacity = snapshot.allocatable[j].take(candidates)
+                used = snapshot.requested[j].take(candidates) + request[j]
+            # Resources a node does not have are left out of its weighted mean.
+            counted = capacity != 0
+            total += self._score(used, capacity) * spec.weight
+            weight_sum += counted * spec.weight
+        return np.where(weight_sum == 0, 0, total // np.maximum(weight_sum, 1))

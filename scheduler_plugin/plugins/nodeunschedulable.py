@@ -1,0 +1,30 @@
+"""NodeUnschedulable: `spec.unschedulable` nodes take only pods tolerating the unschedulable taint."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle
+from scheduler_plugin.framework.k8s_types import Taint, tolerated
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
+from scheduler_plugin.framework.status import Code
+
+NAME = "NodeUnschedulable"
+REASON = "node(s) were unschedulable"
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+class NodeUnschedulable:
+    name = NAME
+
+    @classmethod
+    def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> NodeUnschedulable:
+        return cls()
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
+        blocked = snapshot.unschedulable[candidates]
+        if not blocked.any() or tolerated(UNSCHEDULABLE_TAINT, pod.tolerations):
+            return ALL_PASS
+        return FilterResult.rejecting(REASON, blocked, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)

@@ -1,0 +1,85 @@
+"""The one table of in-tree plugins (name → factory and args model) and the default profile.
+
+Default profile (multiPoint, order = Filter/PreFilter order): SchedulingGates,
+Coscheduling (also the QueueSort, so gangs stay together), NodeUnschedulable,
+NodeName, TaintToleration (weight 3), NodeAffinity (2), NodeResourcesFit (1),
+LoadAwareScheduling (1), DefaultBinder. NetworkTopology and PrioritySort are
+registered but opt-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from scheduler_plugin.framework.clock import Clock
+from scheduler_plugin.framework.config import KubeSchedulerConfiguration, PluginRef, Plugins, PluginSet
+from scheduler_plugin.framework.interfaces import Binder
+from scheduler_plugin.framework.profiles import build_frameworks, load_scheduler_config
+from scheduler_plugin.framework.registry import PluginSpec, Registry
+from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins import (
+    coscheduling,
+    defaultbinder,
+    loadaware,
+    networktopology,
+    nodeaffinity,
+    nodename,
+    noderesources,
+    nodeunschedulable,
+    queuesort,
+    schedulinggates,
+    tainttoleration,
+)
+
+IN_TREE_REGISTRY = Registry(
+    {
+        queuesort.NAME: PluginSpec(queuesort.PrioritySort.new),
+        schedulinggates.NAME: PluginSpec(schedulinggates.SchedulingGates.new),
+        nodeunschedulable.NAME: PluginSpec(nodeunschedulable.NodeUnschedulable.new),
+        nodename.NAME: PluginSpec(nodename.NodeName.new),
+        tainttoleration.NAME: PluginSpec(tainttoleration.TaintToleration.new),
+        nodeaffinity.NAME: PluginSpec(nodeaffinity.NodeAffinity.new),
+        noderesources.NAME: PluginSpec(noderesources.NodeResourcesFit.new, noderesources.NodeResourcesFitArgs),
+        loadaware.NAME: PluginSpec(loadaware.LoadAwareScheduling.new, loadaware.LoadAwareSchedulingArgs),
+        coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
+        networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
+        defaultbinder.NAME: PluginSpec(defaultbinder.DefaultBinder.new),
+    }
+)
+
+DEFAULT_PLUGINS = Plugins(
+    multi_point=PluginSet(
+        enabled=[
+            PluginRef(name=schedulinggates.NAME),
+            PluginRef(name=coscheduling.NAME),
+            PluginRef(name=nodeunschedulable.NAME),
+            PluginRef(name=nodename.NAME),
+            PluginRef(name=tainttoleration.NAME, weight=3),
+            PluginRef(name=nodeaffinity.NAME, weight=2),
+            PluginRef(name=noderesources.NAME, weight=1),
+            PluginRef(name=loadaware.NAME, weight=1),
+            PluginRef(name=defaultbinder.NAME),
+        ]
+    )
+)
+
+
+def frameworks_from_config(
+    source: str | Path | Mapping[str, Any] | KubeSchedulerConfiguration | None = None,
+    *,
+    snapshot: Snapshot | None = None,
+    clock: Clock | None = None,
+    binder: Binder | None = None,
+    registry: Registry = IN_TREE_REGISTRY,
+) -> dict[str, Framework]:
+    """Frameworks for every profile of a KubeSchedulerConfiguration (None: one default profile)."""
+    if source is None:
+        config = KubeSchedulerConfiguration()
+    elif isinstance(source, KubeSchedulerConfiguration):
+        config = source
+    else:
+        config = load_scheduler_config(source)
+    return build_frameworks(config, registry, DEFAULT_PLUGINS, snapshot=snapshot, clock=clock, binder=binder)

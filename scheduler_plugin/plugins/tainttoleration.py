@@ -1,0 +1,95 @@
+"""TaintToleration: NoSchedule/NoExecute taints must be tolerated; untolerated
+PreferNoSchedule taints lower the score.
+
+Nodes are grouped by their interned taint set (few distinct sets in real clusters), so
+each distinct set is matched against the pod's tolerations once, then mapped to rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel
+
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.interfaces import (
+    ALL_PASS,
+    FilterResult,
+    FrameworkHandle,
+    Rejection,
+    default_normalize_score,
+)
+from scheduler_plugin.framework.k8s_types import Taint, Toleration, tolerated
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
+from scheduler_plugin.framework.status import Code
+
+NAME = "TaintToleration"
+# Per taint set of the snapshot: index into the reasons (-1 = tolerated), the reasons, PreferNoSchedule count.
+Verdicts = tuple[NDArray[np.int32], list[str], IntArray]
+
+
+def first_untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint the pod does not tolerate (what kube-scheduler reports)."""
+    for taint in taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(taint, tolerations):
+            return taint
+    return None
+
+
+def count_intolerable_prefer(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
+    """PreferNoSchedule taints not tolerated by tolerations with effect PreferNoSchedule or empty."""
+    relevant = tuple(t for t in tolerations if t.effect in ("", "PreferNoSchedule"))
+    return sum(1 for t in taints if t.effect == "PreferNoSchedule" and not tolerated(t, relevant))
+
+
+class TaintToleration:
+    name = NAME
+
+    def __init__(self) -> None:
+        # (snapshot uid, number of taint sets, tolerations) -> per taint set: reason index (-1 = fits)
+        # and PreferNoSchedule count. Most pods share a handful of toleration lists.
+        self._verdicts: dict[tuple[int, int, tuple[Toleration, ...]], Verdicts] = {}
+
+    @classmethod
+    def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> TaintToleration:
+        return cls()
+
+    def _verdicts_for(self, snapshot: Snapshot, pod: PodInfo) -> Verdicts:
+        key = (snapshot.uid, len(snapshot.taint_sets), pod.tolerations)
+        cached = self._verdicts.get(key)
+        if cached is not None:
+            return cached
+        reasons: list[str] = []
+        reason_of_set = np.full(len(snapshot.taint_sets), -1, np.int32)
+        prefer = np.zeros(len(snapshot.taint_sets), np.int64)
+        for set_id, taints in enumerate(snapshot.taint_sets):
+            taint = first_untolerated(taints, pod.tolerations)
+            if taint is not None:
+                reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+                if reason not in reasons:
+                    reasons.append(reason)
+                reason_of_set[set_id] = reasons.index(reason)
+            prefer[set_id] = count_intolerable_prefer(taints, pod.tolerations)
+        if len(self._verdicts) > 4096:
+            self._verdicts.clear()
+        self._verdicts[key] = (reason_of_set, reasons, prefer)
+        return reason_of_set, reasons, prefer
+
+    def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
+        reason_of_set, reasons, _ = self._verdicts_for(snapshot, pod)
+        if not reasons:
+            return ALL_PASS
+        verdict = reason_of_set.take(snapshot.taint_set_ids.take(candidates))
+        unresolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        rejections = [Rejection(reason, verdict == k, unresolvable) for k, reason in enumerate(reasons)]
+        return FilterResult.from_rejections(candidates.size, rejections)
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
+        _, _, prefer = self._verdicts_for(snapshot, pod)
+        counts: IntArray = prefer.take(snapshot.taint_set_ids.take(candidates))
+        return counts
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        # Fewer intolerable taints is better: reverse so the cleanest nodes get 100.
+        return default_normalize_score(scores, reverse=True)

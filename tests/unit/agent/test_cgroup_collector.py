@@ -1,0 +1,329 @@
+from __future__ import annotations
+
+import errno
+import shutil
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from agent.collectors.base import SeriesErrors
+from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
+from agent.collectors.cgroups import CgroupCollector, PsiScope
+from agent.collectors.files import PseudoFileReader
+from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.series import (
+    CPU_CFS_PERIODS,
+    CPU_CFS_THROTTLED_PERIODS,
+    CPU_CFS_THROTTLED_SECONDS,
+    CPU_USAGE_SECONDS,
+    MEMORY_ANON_USAGE_BYTES,
+    MEMORY_WORKING_SET_BYTES,
+    Kind,
+    Sample,
+    SeriesKey,
+)
+from agent.store.rates import CounterRates
+from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, MiB, make_pod
+
+V1, V2 = CgroupVersion.V1, CgroupVersion.V2
+SYSTEMD, CGROUPFS = CgroupDriver.SYSTEMD, CgroupDriver.CGROUPFS
+COMBOS = [(V1, CGROUPFS), (V1, SYSTEMD), (V2, SYSTEMD), (V2, CGROUPFS)]
+IDS = ["v1-cgroupfs", "v1-systemd", "v2-systemd", "v2-cgroupfs"]
+
+
+def index(samples: Sequence[Sample]) -> dict[SeriesKey, Sample]:
+    out = {s.key: s for s in samples}
+    assert len(out) == len(samples), "duplicate series in one cycle"
+    return out
+
+
+def three_tier_pods() -> list[PodRef]:
+    return [make_pod(1, QoSClass.GUARANTEED), make_pod(2, QoSClass.BURSTABLE), make_pod(3, QoSClass.BEST_EFFORT)]
+
+
+def collector(tree: FakeCgroupTree, pods: Callable[[], Sequence[PodRef]], **kw) -> CgroupCollector:
+    return CgroupCollector(pods, tree.root, **kw)
+
+
+@pytest.mark.parametrize(("version", "driver"), COMBOS, ids=IDS)
+def test_all_tiers_pods_and_containers(tmp_path: Path, version: CgroupVersion, driver: CgroupDriver) -> None:
+    tree = FakeCgroupTree(tmp_path, version, driver)
+    pods = three_tier_pods()
+    values: dict[tuple[str, str], CgroupValues] = {}
+    for n, pod in enumerate(pods):
+        pod_values = CgroupValues(cpu_ns=(n + 1) * 7_000_000_123, usage=(n + 1) * 100 * MiB)
+        containers = {
+            ref.name: CgroupValues(cpu_ns=(n + 1) * 1_000_000_000 + i * 1000, inactive_anon=(i + 1) * MiB)
+            for i, ref in enumerate(pod.containers)
+        }
+        tree.add_pod(pod, pod_values, containers)
+        values[(pod.uid, "")] = pod_values
+        values.update({(pod.uid, name): v for name, v in containers.items()})
+    c = collector(tree, lambda: pods, psi=PsiScope.OFF)
+    got = index(c.collect(0.0))
+    assert c.errors.total == 0
+    assert c.layout is not None and (c.layout.version, c.layout.driver) == (version, driver)
+    for (uid, container), v in values.items():
+
+        def val(metric: str, uid: str = uid, container: str = container) -> float:
+            return got[SeriesKey(metric, uid, container)].value
+
+        # one internal unit: seconds from v1 ns and from v2 usec (x1000 -> ns -> s)
+        expected_cpu = v.cpu_ns / 1e9 if version is V1 else (v.cpu_ns // 1000) * 1000 / 1e9
+        assert val(CPU_USAGE_SECONDS) == pytest.approx(expected_cpu, rel=1e-12)
+        assert got[SeriesKey(CPU_USAGE_SECONDS, uid, container)].kind is Kind.COUNTER
+        assert got[SeriesKey(CPU_USAGE_SECONDS, uid, container)].source != ""
+        assert val(CPU_CFS_PERIODS) == v.periods and val(CPU_CFS_THROTTLED_PERIODS) == v.throttled
+        assert val(CPU_CFS_THROTTLED_SECONDS) == pytest.approx(v.throttled_ns / 1e9)
+        assert val(MEMORY_ANON_USAGE_BYTES) == v.anon_usage  # koordlet: anon + unevictable, no page cache
+        assert val(MEMORY_WORKING_SET_BYTES) == v.working_set  # kubelet: usage - inactive_file
+    assert len(got) == len(values) * 6
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_cpu_rate_in_cores(tmp_path: Path, version: CgroupVersion) -> None:
+    tree = FakeCgroupTree(tmp_path, version, SYSTEMD)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod, CgroupValues(cpu_ns=10_000_000_000))
+    c = collector(tree, lambda: [pod])
+    rates = CounterRates(1.0)
+    key = SeriesKey(CPU_USAGE_SECONDS, pod.uid)
+    first = index(c.collect(0.0))[key]
+    assert rates.update(key, first.value, 0.0, first.source) is None
+    tree.write(tree.pod_rel(pod), CgroupValues(cpu_ns=10_750_000_000))  # +0.75 s of CPU
+    second = index(c.collect(1.0))[key]
+    assert rates.update(key, second.value, 1.0, second.source) == pytest.approx(0.75)
+
+
+def test_working_set_is_clamped_at_zero(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
+    pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
+    tree.add_pod(pod, CgroupValues(usage=5 * MiB, inactive_file=8 * MiB))
+    got = index(collector(tree, lambda: [pod]).collect(0.0))
+    assert got[SeriesKey(MEMORY_WORKING_SET_BYTES, pod.uid)].value == 0
+
+
+@pytest.mark.parametrize("scope", list(PsiScope))
+def test_psi_scopes_on_v2(tmp_path: Path, scope: PsiScope) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    got = index(collector(tree, lambda: [pod], psi=scope).collect(0.0))
+    pod_psi = {k.metric for k in got if "pressure" in k.metric and not k.container}
+    container_psi = {k.metric for k in got if "pressure" in k.metric and k.container}
+    if scope is PsiScope.OFF:
+        assert not pod_psi and not container_psi
+    else:
+        assert "pressure_memory_stalled_seconds_total" in pod_psi and "pressure_io_some_avg10_ratio" in pod_psi
+        assert len(pod_psi) == 12  # 3 resources x some/full x avg10/total
+        assert bool(container_psi) == (scope is PsiScope.ALL)
+    key = SeriesKey("pressure_cpu_some_avg10_ratio", pod.uid)
+    if key in got:
+        assert got[key].value == pytest.approx(0.015)  # 1.50 % -> ratio
+
+
+def test_no_psi_files_on_plain_v1(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)  # the kernel has no cgroup PSI on v1
+    pod = make_pod(1, QoSClass.BURSTABLE)
+    tree.add_pod(pod)
+    c = collector(tree, lambda: [pod], psi=PsiScope.ALL)
+    got = c.collect(0.0)
+    assert not any("pressure" in s.key.metric for s in got) and c.errors.total == 0
+
+
+def test_vendor_v1_kernel_with_psi_under_cpuacct(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS, psi=True)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    tree.add_pod(pod)
+    got = index(collector(tree, lambda: [pod]).collect(0.0))
+    assert SeriesKey("pressure_cpu_some_avg10_ratio", pod.uid) in got
+
+
+def test_cri_o_cgroupfs_and_docker_systemd_names(tmp_path: Path) -> None:
+    crio = FakeCgroupTree(tmp_path / "a", V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1, runtime="cri-o")
+    crio.add_pod(pod)
+    assert (crio.path("memory", crio.pod_rel(pod)) / f"crio-{pod.containers[0].container_id[8:]}").is_dir()
+    got = index(collector(crio, lambda: [pod]).collect(0.0))
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid, "c0") in got
+    docker = FakeCgroupTree(tmp_path / "b", V2, SYSTEMD)
+    dpod = make_pod(2, QoSClass.GUARANTEED, containers=1, runtime="docker")
+    docker.add_pod(dpod)
+    got = index(collector(docker, lambda: [dpod]).collect(0.0))
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, dpod.uid, "c0") in got
+
+
+def test_garbage_contents_cost_only_their_series(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE)
+    tree.add_pod(pod)
+    c0 = tree.container_rel(pod, pod.containers[0])
+    (tree.path("cpuacct", c0) / "cpuacct.usage").write_text("lots of cpu\n")
+    (tree.path("memory", c0) / "memory.stat").write_text("total_rss 1\nhalf a line\n")
+    (tree.path("cpu", tree.pod_rel(pod)) / "cpu.stat").write_text("")
+    c = collector(tree, lambda: [pod])
+    got = index(c.collect(0.0))
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 3}
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid, "c0") not in got
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pod.uid, "c0") not in got
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") in got  # other files of the same cgroup are fine
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in got
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid, "c1") in got
+
+
+def test_negative_and_missing_keys_are_garbage(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
+    pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
+    tree.add_pod(pod)
+    d = tree.path("cpu", tree.pod_rel(pod))
+    (d / "cpu.stat").write_text("user_usec 5\nsystem_usec 5\n")  # no usage_usec
+    (d / "memory.current").write_text("-5\n")
+    c = collector(tree, lambda: [pod])
+    got = index(c.collect(0.0))
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 2}
+    assert set(k.metric for k in got if "pressure" not in k.metric) == {MEMORY_ANON_USAGE_BYTES}
+
+
+class FlakyReader(PseudoFileReader):
+    """Fails reads of paths containing `needle` with `error`, optionally running `hook` first."""
+
+    def __init__(self, needle: str, error: OSError | None, hook: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.needle, self.error, self.hook = needle, error, hook
+
+    def read(self, path: str) -> bytes:
+        if self.needle in path:
+            if self.hook is not None:
+                self.hook()
+                self.hook = None
+            if self.error is not None:
+                raise self.error
+        return super().read(path)
+
+
+def test_permission_denied_is_counted_per_series(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE)
+    tree.add_pod(pod)
+    reader = FlakyReader("memory.stat", PermissionError(errno.EACCES, "denied"))
+    c = collector(tree, lambda: [pod], reader=reader)
+    got = index(c.collect(0.0))
+    assert c.errors.by_reason == {SeriesErrors.PERMISSION: 3}  # pod + 2 containers
+    assert not any(k.metric == MEMORY_ANON_USAGE_BYTES for k in got)
+    assert sum(k.metric == CPU_USAGE_SECONDS for k in got) == 3
+
+
+def test_cgroup_vanishing_mid_read(tmp_path: Path) -> None:
+    """The container exits between listing and reading: its cgroup disappears after the first file read."""
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE)
+    tree.add_pod(pod)
+    c0 = tree.container_rel(pod, pod.containers[0])
+    reader = FlakyReader(f"{pod.containers[0].container_id[13:]}/cpuacct.usage", None, lambda: tree.remove(c0))
+    reader.keep_open = False  # on a plain fs an unlinked file stays readable through a kept fd
+    c = collector(tree, lambda: [pod], reader=reader)
+    got = index(c.collect(0.0))
+    assert c.errors.by_reason[SeriesErrors.VANISHED] >= 1
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pod.uid, "c0") not in got
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pod.uid, "c1") in got  # the rest of the cycle goes on
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got
+    got = index(c.collect(1.0))  # still listed by the API, cgroup gone: skipped and counted
+    assert not any(k.container == "c0" for k in got) and len(got) == 12
+
+
+def test_kept_fd_of_a_removed_cgroup_is_dropped_on_enodev(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    reader = FlakyReader("never-matches", None)
+    c = collector(tree, lambda: [pod], reader=reader, psi=PsiScope.OFF)
+    assert len(c.collect(0.0)) == 12
+    open_before = reader.open_count
+    assert open_before == 6  # 3 files x 2 cgroups, kept open
+    # kernfs answers ENODEV on a kept fd once the cgroup is removed
+    reader.needle, reader.error = pod.containers[0].container_id[13:], OSError(errno.ENODEV, "No such device")
+    tree.remove(tree.container_rel(pod, pod.containers[0]))
+    got = c.collect(1.0)
+    assert len(got) == 6 and c.errors.by_reason[SeriesErrors.VANISHED] == 3
+    assert reader.open_count == 3  # the container's fds were closed, the pod's are kept
+
+
+def test_pod_list_changes_release_and_add_targets(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, SYSTEMD)
+    a, b = make_pod(1, QoSClass.BURSTABLE), make_pod(2, QoSClass.BEST_EFFORT)
+    tree.add_pod(a)
+    tree.add_pod(b)
+    pods: list[PodRef] = [a, b]
+    reader = PseudoFileReader()
+    c = collector(tree, lambda: pods, reader=reader, psi=PsiScope.OFF)  # one list, mutated in place
+    c.collect(0.0)
+    assert c.targets == 6 and reader.open_count == 24  # 4 files x 6 cgroups on v1
+    pods.remove(b)
+    c.collect(1.0)
+    assert c.targets == 3 and reader.open_count == 12  # b's cgroups are no longer pinned
+    restarted = ContainerRef("c0", "containerd://" + "f" * 64)  # new container ID after a restart
+    a2 = PodRef(a.uid, a.namespace, a.name, a.qos, (restarted, a.containers[1]))
+    tree.write(tree.container_rel(a2, restarted), CgroupValues())
+    pods[0] = a2
+    got = index(c.collect(2.0))
+    assert got[SeriesKey(CPU_USAGE_SECONDS, a.uid, "c0")].source == restarted.container_id
+    assert reader.open_count == 12
+
+
+def test_unstarted_and_malformed_containers(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    odd = PodRef(
+        pod.uid,
+        "ns",
+        "p",
+        pod.qos,
+        (*pod.containers, ContainerRef("pending", ""), ContainerRef("evil", "containerd://../../../etc")),
+    )
+    bad_uid = PodRef("../../etc", "ns", "x", QoSClass.BURSTABLE)
+    c = collector(tree, lambda: [odd, bad_uid], psi=PsiScope.OFF)
+    got = c.collect(0.0)
+    assert len(got) == 12 and c.errors.by_reason == {SeriesErrors.BAD_ID: 2}
+
+
+def test_waits_for_kubepods_to_appear(tmp_path: Path) -> None:
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    c = CgroupCollector(lambda: [pod], tmp_path)
+    assert c.collect(0.0) == [] and c.layout is None and c.errors.total == 0
+    tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)  # kubelet started
+    tree.add_pod(pod)
+    assert len(c.collect(1.0)) > 0 and c.layout is not None
+
+
+def test_pod_listed_before_its_cgroup_exists(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.GUARANTEED, containers=1)
+    c = collector(tree, lambda: [pod])
+    assert c.collect(0.0) == [] and c.errors.by_reason == {SeriesErrors.VANISHED: 2}
+    tree.add_pod(pod)
+    assert len(c.collect(1.0)) == 12
+
+
+def test_missing_whole_pod_tree_midway(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
+    pods = [make_pod(i, QoSClass.BURSTABLE) for i in range(3)]
+    for p in pods:
+        tree.add_pod(p)
+    reader = PseudoFileReader(keep_open=False)
+    c = collector(tree, lambda: pods, reader=reader, psi=PsiScope.OFF)
+    assert len(c.collect(0.0)) == 3 * 3 * 6
+    shutil.rmtree(tree.path("cpu", tree.pod_rel(pods[1])))
+    assert len(c.collect(1.0)) == 2 * 3 * 6
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_no_cfs_quota_means_no_throttling_series(tmp_path: Path, version: CgroupVersion) -> None:
+    tree = FakeCgroupTree(tmp_path, version, CGROUPFS)
+    pod = make_pod(1, QoSClass.BEST_EFFORT, containers=1)
+    tree.add_pod(pod, CgroupValues(periods=0, throttled=0, throttled_ns=0))  # nr_periods never moved
+    got = index(collector(tree, lambda: [pod], psi=PsiScope.OFF).collect(0.0))
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in got and SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") in got  # the container has a quota (default values)

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import pytest
+
+from agent.collectors.cgroup_stats import (
+    CfsStat,
+    parse_cpu_stat,
+    parse_int,
+    parse_keyed,
+    parse_memory_stat,
+    pick_keyed,
+    working_set,
+)
+from agent.collectors.psi import parse_psi
+
+V1_CPU_STAT = b"nr_periods 120\nnr_throttled 7\nthrottled_time 350000000\nnr_bursts 0\nburst_time 0\n"
+V2_CPU_STAT = (
+    b"usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\ncore_sched.force_idle_usec 0\n"
+    b"nr_periods 120\nnr_throttled 7\nthrottled_usec 350000\nnr_bursts 0\nburst_usec 0\n"
+)
+V1_MEMORY_STAT = (
+    b"cache 100\nrss 200\ninactive_anon 1\nactive_anon 2\ninactive_file 3\nactive_file 4\nunevictable 5\n"
+    b"hierarchical_memory_limit 9223372036854771712\ntotal_cache 1000\ntotal_rss 2000\n"
+    b"total_inactive_anon 10\ntotal_active_anon 20\ntotal_inactive_file 30\ntotal_active_file 40\n"
+    b"total_unevictable 50\n"
+)
+V2_MEMORY_STAT = (
+    b"anon 300\nfile 700\nkernel 5\ninactive_anon 100\nactive_anon 200\ninactive_file 400\nactive_file 300\n"
+    b"unevictable 7\nslab 1\n"
+)
+
+
+def test_cpu_times_leave_the_parser_in_nanoseconds() -> None:
+    assert parse_cpu_stat(V1_CPU_STAT, 1).cfs == CfsStat(120, 7, 350_000_000)
+    v2 = parse_cpu_stat(V2_CPU_STAT, 2)
+    assert v2.usage_ns == 2_500_000_000  # usage_usec x 1000
+    assert v2.cfs == CfsStat(120, 7, 350_000_000)  # throttled_usec x 1000
+    assert parse_int(b"123456789\n") == 123_456_789  # v1 cpuacct.usage is already ns
+
+
+def test_v2_cgroup_without_cpu_controller_has_no_cfs() -> None:
+    stat = parse_cpu_stat(b"usage_usec 10\nuser_usec 5\nsystem_usec 5\n", 2)
+    assert stat.usage_ns == 10_000 and stat.cfs is None
+
+
+def test_memory_anon_usage_and_working_set() -> None:
+    v1 = parse_memory_stat(V1_MEMORY_STAT, 1)
+    assert (v1.anon_usage, v1.inactive_file) == (10 + 20 + 50, 30)  # hierarchical total_* keys
+    v2 = parse_memory_stat(V2_MEMORY_STAT, 2)
+    assert (v2.anon_usage, v2.inactive_file) == (100 + 200 + 7, 400)
+    local_only = parse_memory_stat(V1_MEMORY_STAT.split(b"hierarchical")[0], 1)  # no use_hierarchy
+    assert (local_only.anon_usage, local_only.inactive_file) == (1 + 2 + 5, 3)
+    assert working_set(1000, 300) == 700 and working_set(100, 300) == 0
+
+
+def reorder(data: bytes) -> bytes:
+    return b"\n".join(reversed(data.strip().split(b"\n"))) + b"\n"
+
+
+@pytest.mark.parametrize(("data", "version"), [(V1_CPU_STAT, 1), (V2_CPU_STAT, 2)])
+def test_cpu_stat_general_path_agrees_with_the_fast_path(data: bytes, version: int) -> None:
+    assert parse_cpu_stat(reorder(data), version) == parse_cpu_stat(data, version)
+
+
+@pytest.mark.parametrize(("data", "version"), [(V1_MEMORY_STAT, 1), (V2_MEMORY_STAT, 2)])
+def test_memory_stat_general_path_agrees_with_the_fast_path(data: bytes, version: int) -> None:
+    assert parse_memory_stat(reorder(data), version) == parse_memory_stat(data, version)
+    # no trailing newline on the last line
+    assert parse_memory_stat(reorder(data).rstrip(b"\n"), version) == parse_memory_stat(data, version)
+
+
+@pytest.mark.parametrize(
+    ("data", "version"),
+    [
+        (b"", 1),
+        (b"nr_periods 1\nnr_throttled x\nthrottled_time 3\n", 1),
+        (b"nr_periods 1\n", 1),
+        (b"user_usec 1\n", 2),
+        (b"usage_usec -4\n", 2),
+        (b"\x00\xff garbage", 2),
+    ],
+)
+def test_cpu_stat_garbage(data: bytes, version: int) -> None:
+    with pytest.raises(ValueError):
+        parse_cpu_stat(data, version)
+
+
+@pytest.mark.parametrize(
+    "data", [b"", b"total_rss 5\n", b"inactive_anon 1\nactive_anon two\nunevictable 0\ninactive_file 1\n"]
+)
+def test_memory_stat_garbage(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        parse_memory_stat(data, 2)
+
+
+def test_keyed_helpers() -> None:
+    assert pick_keyed(b"a 1\nbb 2\nb 3\n", (b"b", b"a")) == (3, 1)  # "b" is not found inside "bb"
+    with pytest.raises(KeyError):
+        pick_keyed(b"a 1\n", (b"c",))
+    assert parse_keyed(b"a 1\nb 2\n") == {b"a": 1, b"b": 2}
+    with pytest.raises(ValueError):
+        parse_keyed(b"a 1\nb\n")
+    for bad in (b"", b"-1\n", b"12abc\n"):
+        with pytest.raises(ValueError):
+            parse_int(bad)
+
+
+def test_psi_parsing() -> None:
+    fast = b"some avg10=2.50 avg60=1.00 avg300=0.10 total=1500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
+    reading = parse_psi(fast)
+    assert reading.some_avg10_ratio == pytest.approx(0.025) and reading.some_total_seconds == 1.5
+    assert reading.full_avg10_ratio == 0.0 and reading.full_total_seconds == pytest.approx(7e-6)
+    assert parse_psi(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").full_avg10_ratio is None
+    # the general path (odd spacing, reordered lines, no final newline) agrees with the fast one
+    assert parse_psi(b"full avg10=0.00 avg60=0 avg300=0 total=7\nsome  avg10=2.50 total=1500000") == reading
+    bad_inputs = (
+        b"",
+        b"full avg10=1.00 avg60=0.00 avg300=0.00 total=2\n",
+        b"some avg10=abc total=1\n",
+        b"some avg10=101.00 avg60=0.00 avg300=0.00 total=1\n",
+        b"some avg10=-1.0 total=1\n",
+        b"x y\n",
+    )
+    for bad in bad_inputs:
+        with pytest.raises(ValueError):
+            parse_psi(bad)

@@ -1,0 +1,338 @@
+"""Framework runtime: extension-point order, Unreserve semantics, scoring arithmetic, FitError text."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler_plugin.framework.binder import InMemoryBinder
+from scheduler_plugin.framework.clock import FakeClock
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.interfaces import (
+    ALL_PASS,
+    FilterResult,
+    PostFilterResult,
+    PreFilterResult,
+    Rejection,
+    default_normalize_score,
+)
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.runtime import Framework, num_feasible_nodes_to_find
+from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
+from scheduler_plugin.framework.status import SUCCESS, Code, Status
+from tests.unit.scheduler.builders import node, pod
+
+
+class Recorder:
+    """A configurable plugin that logs every call as "<name>.<point>"."""
+
+    def __init__(self, name: str, log: list[str], **behaviour: Any) -> None:
+        self.name = name
+        self.log = log
+        self.b = behaviour
+
+    def pre_filter(self, state: CycleState, p: PodInfo, snap: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        self.log.append(f"{self.name}.PreFilter")
+        return self.b.get("pre_filter_result"), self.b.get("pre_filter", SUCCESS)
+
+    def filter(self, state: CycleState, p: PodInfo, snap: Snapshot, rows: IndexArray) -> FilterResult:
+        self.log.append(f"{self.name}.Filter")
+        fn = self.b.get("filter")
+        return fn(snap, rows) if fn else ALL_PASS
+
+    def post_filter(self, state: CycleState, p: PodInfo, snap: Snapshot, d: Diagnosis) -> tuple[PostFilterResult | None, Status]:
+        self.log.append(f"{self.name}.PostFilter")
+        return None, self.b.get("post_filter", Status.unschedulable())
+
+    def pre_score(self, state: CycleState, p: PodInfo, snap: Snapshot, rows: IndexArray) -> Status:
+        self.log.append(f"{self.name}.PreScore")
+        return self.b.get("pre_score", SUCCESS)
+
+    def score(self, state: CycleState, p: PodInfo, snap: Snapshot, rows: IndexArray) -> IntArray:
+        self.log.append(f"{self.name}.Score")
+        fn = self.b.get("score")
+        return fn(snap, rows) if fn else np.zeros(rows.size, np.int64)
+
+    def reserve(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        self.log.append(f"{self.name}.Reserve")
+        return self.b.get("reserve", SUCCESS)
+
+    def unreserve(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        self.log.append(f"{self.name}.Unreserve")
+
+    def permit(self, state: CycleState, p: PodInfo, node_name: str) -> tuple[Status, float]:
+        self.log.append(f"{self.name}.Permit")
+        return self.b.get("permit", (SUCCESS, 0.0))
+
+    async def pre_bind(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        self.log.append(f"{self.name}.PreBind")
+        return self.b.get("pre_bind", SUCCESS)
+
+    async def bind(self, state: CycleState, p: PodInfo, node_name: str) -> Status:
+        self.log.append(f"{self.name}.Bind")
+        return self.b.get("bind", SUCCESS)
+
+    def post_bind(self, state: CycleState, p: PodInfo, node_name: str) -> None:
+        self.log.append(f"{self.name}.PostBind")
+
+
+ALL_POINTS = ("preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit", "preBind", "bind", "postBind")
+
+
+def make(plugins: list[Recorder], nodes: int = 3, weights: dict[str, int] | None = None,
+         points: tuple[str, ...] = ALL_POINTS) -> tuple[Framework, Snapshot, FakeClock]:
+    snap = Snapshot.from_objects(nodes=[node(f"n{i}") for i in range(nodes)])
+    clock = FakeClock()
+    fw = Framework("test", snapshot=snap, clock=clock, binder=InMemoryBinder())
+    fw.set_plugins({p: list(plugins) for p in points}, weights or {})
+    return fw, snap, clock
+
+
+def test_extension_points_run_in_order_and_binding_follows() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([Recorder("A", log), Recorder("B", log)])
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.is_success()
+    assert log == [
+        "A.PreFilter", "B.PreFilter", "A.Filter", "B.Filter", "A.PreScore", "B.PreScore",
+        "A.Score", "B.Score", "A.Reserve", "B.Reserve", "A.Permit", "B.Permit",
+    ]
+    log.clear()
+    assert asyncio.run(fw.run_binding_cycle(result)).is_success()
+    # Bind stops at the first non-Skip binder.
+    assert log == ["A.PreBind", "B.PreBind", "A.Bind", "A.PostBind", "B.PostBind"]
+    assert snap.node_of("default/p") == result.node_name
+    assert not snap.records["default/p"].assumed
+
+
+def test_reserve_failure_unreserves_all_in_reverse_order_and_forgets_pod() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([Recorder("A", log), Recorder("B", log, reserve=Status.unschedulable("no room in B")),
+                        Recorder("C", log)], points=("reserve",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert log == ["A.Reserve", "B.Reserve", "C.Unreserve", "B.Unreserve", "A.Unreserve"]
+    assert result.status.code is Code.UNSCHEDULABLE
+    assert result.status.message == "0/1 nodes are available: 1 no room in B."
+    assert snap.records == {}
+    assert snap.requested.sum() == 0
+
+
+def test_permit_rejection_unreserves_and_releases() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([Recorder("A", log, permit=(Status.unschedulable("denied"), 0.0))], points=("reserve", "permit"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert log == ["A.Reserve", "A.Permit", "A.Unreserve"]
+    assert result.status.is_rejected() and result.node_name is None
+    assert snap.records == {}
+
+
+def test_bind_failure_unreserves_and_forgets() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([Recorder("A", log, bind=Status.error("apiserver said no"))], points=("reserve", "bind"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert snap.node_of("default/p") is not None
+    status = asyncio.run(fw.run_binding_cycle(result))
+    assert status.code is Code.ERROR and "apiserver said no" in status.message
+    assert log[-1] == "A.Unreserve"
+    assert snap.records == {}
+
+
+def test_bind_skip_falls_through_to_next_binder() -> None:
+    log: list[str] = []
+    fw, _, _ = make([Recorder("A", log, bind=Status.skip()), Recorder("B", log)], points=("bind",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert asyncio.run(fw.run_binding_cycle(result)).is_success()
+    assert log == ["A.Bind", "B.Bind"]
+
+
+def test_prefilter_skip_skips_that_plugins_filter_only() -> None:
+    log: list[str] = []
+    fw, _, _ = make([Recorder("A", log, pre_filter=Status.skip()), Recorder("B", log)], points=("preFilter", "filter"))
+    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert log == ["A.PreFilter", "B.PreFilter", "B.Filter"]
+
+
+def test_prescore_skip_skips_score() -> None:
+    log: list[str] = []
+    fw, _, _ = make([Recorder("A", log, pre_score=Status.skip()), Recorder("B", log)], points=("preScore", "score"))
+    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert log == ["A.PreScore", "B.PreScore", "B.Score"]
+
+
+def test_filter_sees_only_survivors_and_fit_error_counts_first_rejecting_plugin() -> None:
+    log: list[str] = []
+    seen: list[list[int]] = []
+
+    def reject_n0_n1(snap: Snapshot, rows: IndexArray) -> FilterResult:
+        seen.append(rows.tolist())
+        names = np.array([snap.node_name(r) for r in rows])
+        return FilterResult.from_rejections(rows.size, [
+            Rejection("Insufficient cpu", np.isin(names, ["n0", "n1"])),
+            Rejection("Insufficient memory", names == "n0"),
+        ])
+
+    def reject_rest(snap: Snapshot, rows: IndexArray) -> FilterResult:
+        seen.append(rows.tolist())
+        return FilterResult.reject_all(rows.size, "node(s) had untolerated taint {a: b}", Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    fw, _, _ = make([Recorder("A", log, filter=reject_n0_n1), Recorder("B", log, filter=reject_rest)],
+                    nodes=4, points=("filter", "postFilter"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert seen == [[0, 1, 2, 3], [2, 3]]
+    assert result.status.code is Code.UNSCHEDULABLE
+    # kube-scheduler: "count reason" sorted as strings, joined by ", ", each block ends with "."
+    assert result.status.message == (
+        "0/4 nodes are available: 1 Insufficient memory, 2 Insufficient cpu, "
+        "2 node(s) had untolerated taint {a: b}."
+    )
+    assert log.count("A.PostFilter") == 1 and log.count("B.PostFilter") == 1
+    assert result.diagnosis is not None
+    assert result.diagnosis.unschedulable_plugins == {"A", "B"}
+
+
+def test_prefilter_rejection_message_and_postfilter_message() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([
+        Recorder("A", log, pre_filter=Status.unresolvable("pre-filter says no")),
+        Recorder("B", log, post_filter=Status.unschedulable("preemption: not helpful")),
+    ], nodes=5, points=("preFilter", "filter", "postFilter"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.message == "0/5 nodes are available: pre-filter says no. preemption: not helpful."
+    assert "A.Filter" not in log and "B.PreFilter" not in log  # PreFilter stops at the first rejection
+    assert snap.records == {}
+
+
+def test_prefilter_result_narrows_candidates_and_counts_absent_nodes() -> None:
+    log: list[str] = []
+    rows_seen: list[list[int]] = []
+
+    def spy(snap: Snapshot, rows: IndexArray) -> FilterResult:
+        rows_seen.append(rows.tolist())
+        return FilterResult.reject_all(rows.size, "nope")
+
+    fw, _, _ = make([Recorder("A", log, pre_filter_result=PreFilterResult(frozenset({"n1", "ghost"})), filter=spy)],
+                    nodes=3, points=("preFilter", "filter"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert rows_seen == [[1]]
+    assert result.status.message == "0/3 nodes are available: 1 nope, 2 node(s) didn't satisfy plugin(s) [A]."
+
+
+def test_prefilter_results_that_do_not_intersect_reject_the_pod() -> None:
+    fw, _, _ = make([
+        Recorder("A", [], pre_filter_result=PreFilterResult(frozenset({"n0"}))),
+        Recorder("B", [], pre_filter_result=PreFilterResult(frozenset({"n1"}))),
+    ], points=("preFilter",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.message == "0/3 nodes are available: node(s) didn't satisfy plugin(s) [A B] simultaneously."
+
+
+def test_scores_are_normalised_weighted_and_summed() -> None:
+    class Normalizing(Recorder):
+        def normalize_score(self, state: CycleState, p: PodInfo, scores: IntArray) -> IntArray:
+            return default_normalize_score(scores)
+
+    raw_a = {0: 10, 1: 40, 2: 20}  # normalised: 25, 100, 50
+    raw_b = {0: 90, 1: 10, 2: 60}  # used as is
+    a = Normalizing("A", [], score=lambda s, rows: np.array([raw_a[int(r)] for r in rows], np.int64))
+    b = Recorder("B", [], score=lambda s, rows: np.array([raw_b[int(r)] for r in rows], np.int64))
+    fw, _, _ = make([a, b], weights={"A": 2, "B": 1}, points=("score",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")), record=True)
+    # totals: n0 = 2*25 + 90 = 140, n1 = 2*100 + 10 = 210, n2 = 2*50 + 60 = 160
+    assert result.scores is not None and result.scores.totals is not None
+    assert result.scores.totals.tolist() == [140, 210, 160]
+    assert result.scores.normalized["A"].tolist() == [25, 100, 50]
+    assert result.node_name == "n1"
+
+
+def test_ties_go_to_the_smallest_node_name_regardless_of_row_order() -> None:
+    snap = Snapshot.from_objects(nodes=[node("zeta"), node("alpha"), node("mid")])
+    fw = Framework("t", snapshot=snap, clock=FakeClock(), binder=InMemoryBinder())
+    fw.set_plugins({"score": [Recorder("A", [], score=lambda s, rows: np.full(rows.size, 7, np.int64))]}, {})
+    assert fw.run_scheduling_cycle(PodInfo.from_dict(pod("p"))).node_name == "alpha"
+
+
+def test_out_of_range_score_is_an_error_and_nothing_is_assumed() -> None:
+    fw, snap, _ = make([Recorder("A", [], score=lambda s, rows: np.full(rows.size, 101, np.int64))], points=("score",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.code is Code.ERROR
+    assert "returns an invalid score 101, it should in the range of [0, 100]" in result.status.message
+    assert snap.records == {}
+
+
+def test_plugin_exception_becomes_error_status() -> None:
+    def boom(snap: Snapshot, rows: IndexArray) -> FilterResult:
+        raise RuntimeError("kaboom")
+
+    fw, _, _ = make([Recorder("A", [], filter=boom)], points=("filter",))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.code is Code.ERROR and "kaboom" in result.status.message
+
+
+def test_single_feasible_node_is_taken_without_scoring() -> None:
+    log: list[str] = []
+    only_n2 = Recorder("A", log, filter=lambda s, rows: FilterResult.rejecting("x", rows != 2))
+    fw, _, _ = make([only_n2], points=("filter", "score"))
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.node_name == "n2" and "A.Score" not in log
+
+
+def test_no_nodes_is_an_error() -> None:
+    fw = Framework("t", snapshot=Snapshot(), clock=FakeClock())
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert result.status.code is Code.ERROR and result.status.message == "no nodes available to schedule pods"
+
+
+@pytest.mark.parametrize(("percentage", "nodes", "expected"), [
+    (None, 5000, 500), (100, 5000, 5000), (0, 50, 50), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300),
+    (0, 15000, 750), (30, 200, 100), (30, 1000, 300),
+])
+def test_num_feasible_nodes_to_find(percentage: int | None, nodes: int, expected: int) -> None:
+    assert num_feasible_nodes_to_find(percentage, nodes) == expected
+
+
+def test_sampling_scores_only_the_wanted_number_of_nodes() -> None:
+    seen: list[int] = []
+
+    def count(snap: Snapshot, rows: IndexArray) -> IntArray:
+        seen.append(rows.size)
+        return np.zeros(rows.size, np.int64)
+
+    snap = Snapshot.from_objects(nodes=[node(f"n{i:04d}") for i in range(1000)])
+    fw = Framework("t", snapshot=snap, clock=FakeClock(), percentage_of_nodes_to_score=0)
+    fw.set_plugins({"score": [Recorder("A", [], score=count)]}, {})
+    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    assert seen == [420]
+
+
+def test_search_stops_at_enough_feasible_nodes_and_rotates() -> None:
+    """1000 nodes, odd rows infeasible: 420 feasible nodes are needed, found in rotating windows."""
+    examined: list[int] = []
+
+    def odd_rows_fail(snap: Snapshot, rows: IndexArray) -> FilterResult:
+        examined.extend(rows.tolist())
+        return FilterResult.rejecting("odd", rows % 2 == 1)
+
+    scored: list[IndexArray] = []
+
+    def capture(snap: Snapshot, rows: IndexArray) -> IntArray:
+        scored.append(rows)
+        return np.zeros(rows.size, np.int64)
+
+    snap = Snapshot.from_objects(nodes=[node(f"n{i:04d}") for i in range(1000)])
+    fw = Framework("t", snapshot=snap, clock=FakeClock())
+    fw.set_plugins({"filter": [Recorder("F", [], filter=odd_rows_fail)], "score": [Recorder("S", [], score=capture)]}, {})
+    first = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p0")))
+    assert first.feasible_nodes == 420 and scored[-1].size == 420
+    assert first.evaluated_nodes == 839  # 420 even rows found by row 838
+    assert (scored[-1] % 2 == 0).all()
+    examined.clear()
+    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p1")))
+    assert examined[0] == 839  # the next search starts where the last one stopped
+    fw.set_plugins({"filter": [Recorder("F", [], filter=lambda s, rows: FilterResult.reject_all(rows.size, "no"))]}, {})
+    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p2")))
+    assert result.status.message == "0/1000 nodes are available: 1000 no."
+    assert result.evaluated_nodes == 1000

@@ -1,0 +1,158 @@
+"""Snapshot: nodes as numpy rows built from Kubernetes JSON, kept current incrementally."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from scheduler_plugin.framework.k8s_types import InvalidObjectError
+from scheduler_plugin.framework.nodeload import NodeLoad
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, Snapshot
+from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
+
+GI = 1024**3
+
+
+def test_rows_from_json() -> None:
+    snap = Snapshot.from_objects(
+        nodes=[node("a", cpu="3500m", memory="8Gi", extra={"kubernetes.io/batch-cpu": "12000"}), node("b")],
+        pods=[pod("p1", cpu="250m", memory="1Gi", node_name="a"), pod("p2", cpu=None, memory=None, node_name="a"),
+              pod("pending")],
+    )
+    a = snap.node_by_name("a")
+    assert a is not None
+    assert snap.allocatable[CPU, a.index] == 3500
+    assert snap.allocatable[MEMORY, a.index] == 8 * GI
+    assert snap.allocatable[snap.resource_column("kubernetes.io/batch-cpu"), a.index] == 12000
+    assert snap.requested[[CPU, MEMORY, PODS], a.index].tolist() == [250, GI, 2]
+    # scoring view: the request-less pod counts as 100m / 200Mi
+    assert snap.nonzero_requested[:, a.index].tolist() == [350, GI + 200 * 1024**2]
+    assert set(snap.pods) == {"default/p1", "default/p2", "default/pending"}
+    assert set(snap.records) == {"default/p1", "default/p2"}
+
+
+def test_effective_requests_follow_kube_scheduler() -> None:
+    obj = pod("p", cpu="1", memory="1Gi")
+    obj["spec"]["initContainers"] = [
+        {"name": "init", "resources": {"requests": {"cpu": "3", "memory": "100Mi"}}},
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m", "memory": "64Mi"}}},
+    ]
+    obj["spec"]["overhead"] = {"cpu": "100m"}
+    info = PodInfo.from_dict(obj)
+    # max(app 1 + sidecar 0.5, init 3) + overhead 0.1 = 3.1 cpu; memory: 1Gi + 64Mi vs 100Mi → 1088Mi
+    assert info.requests["cpu"] == 3100
+    assert info.requests["memory"] == 1088 * 1024**2
+
+
+def test_assume_forget_and_confirm() -> None:
+    snap = Snapshot.from_objects(nodes=[node("a")])
+    info = PodInfo.from_dict(pod("p", cpu="2"))
+    generation = snap.generation.copy()
+    snap.assume_pod(info, "a", T0)
+    assert snap.requested[CPU, 0] == 2000 and snap.records["default/p"].assumed
+    assert (snap.generation != generation).all()
+    with pytest.raises(ValueError, match="already assumed"):
+        snap.assume_pod(info, "a", T0)
+    snap.forget_pod("default/p")
+    assert snap.requested[CPU, 0] == 0
+    snap.assume_pod(info, "a", T0)
+    # the API server's view arrives: the pod is now bound on "a" — the assumption is confirmed, not doubled
+    snap.upsert_pod(pod("p", cpu="2", node_name="a"))
+    assert snap.requested[CPU, 0] == 2000 and not snap.records["default/p"].assumed
+    snap.forget_pod("default/p")  # a bound pod is not forgotten
+    assert snap.requested[CPU, 0] == 2000
+    snap.remove_pod("default/p")
+    assert snap.requested[CPU, 0] == 0 and "default/p" not in snap.pods
+
+
+def test_pods_for_unknown_nodes_wait_and_node_removal_frees_the_row() -> None:
+    snap = Snapshot.from_objects(pods=[pod("early", cpu="1", node_name="late-node")])
+    assert snap.records == {}
+    snap.upsert_node(node("late-node"))
+    assert snap.node_of("default/early") == "late-node"
+    row = snap.node_by_name("late-node").index  # type: ignore[union-attr]
+    snap.upsert_node(node("other"))
+    snap.remove_node("late-node")
+    assert snap.node_indices().tolist() == [snap.node_by_name("other").index]  # type: ignore[union-attr]
+    assert snap.requested[:, row].sum() == 0 and snap.records == {}
+    snap.upsert_node(node("again"))
+    assert snap.node_by_name("again").index == row  # type: ignore[union-attr]  # the row is reused
+
+
+def test_finished_pods_do_not_hold_resources() -> None:
+    done = pod("done", cpu="3", node_name="a")
+    done["status"]["phase"] = "Succeeded"
+    snap = Snapshot.from_objects(nodes=[node("a")], pods=[done])
+    assert snap.requested[CPU, 0] == 0 and "default/done" in snap.pods
+
+
+def test_label_columns_follow_node_updates() -> None:
+    snap = Snapshot.from_objects(nodes=[node("a", labels={"zone": "z1"}), node("b")])
+    column = snap.label_column("zone")
+    assert column.codes[:2].tolist() == [column.vocab["z1"], -1]
+    snap.upsert_node(node("b", labels={"zone": "z2", "gen": "7"}))
+    snap.upsert_node(node("c", labels={"zone": "z1"}))
+    column = snap.label_column("zone")
+    assert [snap.node_name(r) for r in np.flatnonzero(column.codes == column.vocab["z1"])] == ["a", "c"]
+    gen = snap.label_column("gen")
+    assert gen.is_number[1] and gen.numbers[1] == 7
+
+
+def test_node_metric_digest() -> None:
+    metric = node_metric(
+        "a", cpu="1500m", memory="2Gi", updated=T0, report_interval=30,
+        aggregated=[
+            {"duration": "5m0s", "usage": {"p95": {"resources": {"cpu": "2"}}, "avg": {}}},
+            {"duration": "30m0s", "usage": {"p95": {"resources": {"cpu": "3"}}}},
+            {"duration": "10m0s", "usage": {"p95": {}}},
+        ],
+        pods=[pod_metric("web", cpu="120m", memory="100Mi", priority="koord-prod")],
+    )
+    load = NodeLoad.from_dict(metric)
+    assert load.update_time == T0 and load.report_interval == 30
+    assert load.node_usage == {"cpu": 1500, "memory": 2 * GI}
+    assert load.aggregated_usage("p95", 300) == {"cpu": 2000}
+    assert load.aggregated_usage("p95", 600) is None  # cold window
+    assert load.aggregated_usage("p95", None) == {"cpu": 3000}  # longest window with data
+    assert load.aggregated_usage("avg", None) == {"cpu": 1500, "memory": 2 * GI}  # no avg anywhere: nodeUsage
+    assert load.pod_usages["default/web"] == ({"cpu": 120, "memory": 100 * 1024**2}, "koord-prod")
+    snap = Snapshot.from_objects(node_metrics=[metric])  # a NodeMetric may come before its node
+    snap.upsert_node(node("a"))
+    assert snap.usage[CPU, 0] == 1500 and snap.metric_update_time[0] == T0
+    snap.remove_node_metric("a")
+    assert np.isnan(snap.metric_update_time[0])
+
+
+@pytest.mark.parametrize(("obj", "field"), [
+    ({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}},
+     "spec.containers[0].resources.requests.cpu"),
+    ({"metadata": {"name": "p"}, "spec": {"priority": "high"}}, "spec.priority"),
+    ({"metadata": {"name": "p"}, "spec": {"tolerations": [{"key": "a", "operator": "Maybe"}]}}, "spec.tolerations[0].operator"),
+    ({"metadata": {"name": "p"}, "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["x"]}]}]}}}}},
+     "nodeSelectorTerms[0].matchExpressions[0].values[0]"),
+    ({"metadata": {}}, "metadata.name"),
+    ({"metadata": {"name": "p", "labels": {"a": 1}}}, "metadata.labels.a"),
+])
+def test_malformed_pods_name_the_field(obj: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidObjectError, match=re.escape(field)):
+        PodInfo.from_dict(obj)
+
+
+def test_malformed_nodes_and_metrics_name_the_field_and_leave_the_snapshot_intact() -> None:
+    snap = Snapshot.from_objects(nodes=[node("a")])
+    bad = node("a", cpu="four")
+    with pytest.raises(InvalidObjectError, match=r"status\.allocatable\.cpu"):
+        snap.upsert_node(bad)
+    assert snap.allocatable[CPU, 0] == 4000
+    tainted = node("b", taints=[{"key": "k", "effect": "Sometimes"}])
+    with pytest.raises(InvalidObjectError, match=r"spec.taints\[0\].effect"):
+        snap.upsert_node(tainted)
+    assert snap.node_by_name("b") is None
+    metric = node_metric("a", cpu="1")
+    metric["status"]["updateTime"] = "yesterday"
+    with pytest.raises(InvalidObjectError, match=r"NodeMetric status\.updateTime"):
+        snap.upsert_node_metric(metric)
