@@ -26,6 +26,8 @@ $(INSTALL_STAMP): pyproject.toml
 components: $(INSTALL_STAMP)
 	@echo "==> [setup] Kubernetes components (built from the Go module proxy once, then cached)"
 	@$(PY) -m tests.harness.build
+	@echo "==> [setup] promtool (from Debian's prometheus package, for checking /metrics)"
+	@$(PY) -m tests.harness.promtool >/dev/null
 
 lint: $(INSTALL_STAMP)
 	@echo "==> [lint] ruff"

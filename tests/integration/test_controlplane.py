@@ -17,9 +17,9 @@ from kubernetes.aio import client as kclient
 from common.api.nodemetric import NodeMetric
 from common.api.podgroup import PodGroup
 from common.kube.client import api_client
+from tests.examples import KOORDINATOR_NODEMETRIC, PODGROUPS
 from tests.harness.build import ETCD_VERSION, HELM_VERSION, KUBERNETES_VERSION, KWOK_VERSION
 from tests.harness.controlplane import ControlPlane
-from tests.unit.test_api_models import KOORDINATOR_NODEMETRIC, PODGROUPS
 
 pytestmark = pytest.mark.integration
 T = TypeVar("T")

@@ -14,8 +14,8 @@ from common.kube.events import EventRecorder
 from common.kube.http import KubeError, KubeHTTP, resource_path
 from common.kube.leader import LeaderElector
 from common.kube.reflector import Reflector
+from tests.examples import KOORDINATOR_NODEMETRIC
 from tests.harness.controlplane import ControlPlane
-from tests.unit.test_api_models import KOORDINATOR_NODEMETRIC
 
 pytestmark = pytest.mark.integration
 NM_PATH = resource_path("slo.koordinator.sh", "v1alpha1", "nodemetrics")

@@ -1,0 +1,5 @@
+import sys
+
+from common.api.crdgen.cli import main
+
+sys.exit(main())

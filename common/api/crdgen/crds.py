@@ -1,0 +1,210 @@
+"""CRD assembly: names, scope, versions, printer columns."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from common.api.crdgen.nodemetric import node_metric_spec, node_metric_status
+from common.api.crdgen.nodeslo import node_slo_spec
+from common.api.crdgen.podgroup import pod_group_schemas
+from common.api.crdgen.schema import API_APPROVED, Schema, empty_obj, obj, string
+
+# --------------------------------------------------------------------------------------------------
+# CRD assembly
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    name: str
+    type: str
+    json_path: str
+    description: str
+    priority: int = 0
+
+    def render(self) -> Schema:
+        col: Schema = {
+            "name": self.name,
+            "type": self.type,
+            "jsonPath": self.json_path,
+            "description": self.description,
+        }
+        if self.priority:
+            col["priority"] = self.priority
+        return col
+
+
+AGE = PrinterColumn("Age", "date", ".metadata.creationTimestamp", "Time since the object was created.")
+
+
+@dataclass(frozen=True)
+class CRD:
+    group: str
+    kind: str
+    plural: str
+    singular: str
+    scope: str
+    spec: Schema
+    status: Schema
+    description: str
+    version: str = "v1alpha1"
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    columns: tuple[PrinterColumn, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    status_subresource: bool = True
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.group}_{self.plural}.yaml"
+
+    def render(self) -> Schema:
+        names: Schema = {
+            "kind": self.kind,
+            "listKind": f"{self.kind}List",
+            "plural": self.plural,
+            "singular": self.singular,
+        }
+        if self.short_names:
+            names["shortNames"] = list(self.short_names)
+        if self.categories:
+            names["categories"] = list(self.categories)
+        root = obj(
+            {
+                "apiVersion": string("Versioned schema of this representation of an object."),
+                "kind": string("REST resource this object represents, in CamelCase."),
+                "metadata": {"type": "object"},
+                "spec": self.spec,
+                "status": self.status,
+            },
+            self.description,
+        )
+        version: Schema = {
+            "name": self.version,
+            "served": True,
+            "storage": True,
+            "schema": {"openAPIV3Schema": root},
+        }
+        if self.status_subresource:
+            version["subresources"] = {"status": {}}
+        if self.columns:
+            version["additionalPrinterColumns"] = [c.render() for c in self.columns]
+        metadata: Schema = {"name": self.name}
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
+        return {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": metadata,
+            "spec": {
+                "group": self.group,
+                "names": names,
+                "scope": self.scope,
+                "versions": [version],
+            },
+        }
+
+
+def node_metric_crd() -> CRD:
+    usage = ".status.nodeMetric.nodeUsage.resources"
+    return CRD(
+        group="slo.koordinator.sh",
+        kind="NodeMetric",
+        plural="nodemetrics",
+        singular="nodemetric",
+        scope="Cluster",
+        description="NodeMetric holds the resource usage of one node (name = node name), reported by the node agent.",
+        spec=node_metric_spec(),
+        status=node_metric_status(),
+        short_names=("nm",),
+        categories=("loadline",),
+        columns=(
+            PrinterColumn("CPU", "string", f"{usage}.cpu", "Current CPU usage of the node."),
+            PrinterColumn("Memory", "string", f"{usage}.memory", "Current memory usage of the node."),
+            # aggregatedNodeUsages[0] is the shortest window: the Loadline agent writes the windows shortest
+            # first (Koordinator's koordlet follows spec order, by default 5m, 10m, 30m as well).
+            PrinterColumn(
+                "P95-CPU",
+                "string",
+                ".status.nodeMetric.aggregatedNodeUsages[0].usage.p95.resources.cpu",
+                "p95 CPU usage over the shortest aggregation window (the agent writes windows shortest first).",
+            ),
+            PrinterColumn("Updated", "date", ".status.updateTime", "Time since the agent last reported."),
+            AGE,
+        ),
+    )
+
+
+def node_slo_crd() -> CRD:
+    return CRD(
+        group="slo.koordinator.sh",
+        kind="NodeSLO",
+        plural="nodeslos",
+        singular="nodeslo",
+        scope="Cluster",
+        description="NodeSLO holds the QoS/SLO configuration of one node (name = node name).",
+        spec=node_slo_spec(),
+        status=empty_obj("Observed state of the NodeSLO (no fields)."),
+        categories=("loadline",),
+    )
+
+
+def pod_group_x_k8s_crd() -> CRD:
+    spec, status = pod_group_schemas(
+        min_member_minimum=1,
+        phases=["Pending", "Running", "Scheduling", "Unknown", "Finished", "Failed"],
+        with_scheduled=False,
+    )
+    return CRD(
+        group="scheduling.x-k8s.io",
+        kind="PodGroup",
+        plural="podgroups",
+        singular="podgroup",
+        scope="Namespaced",
+        description="PodGroup is a group of pods scheduled all-or-nothing (coscheduling).",
+        spec=spec,
+        status=status,
+        short_names=("pg", "pgs"),
+        columns=(
+            PrinterColumn("Phase", "string", ".status.phase", "Current phase of the PodGroup."),
+            PrinterColumn("MinMember", "integer", ".spec.minMember", "Minimal number of members."),
+            PrinterColumn("Running", "integer", ".status.running", "Number of running pods."),
+            PrinterColumn("Succeeded", "integer", ".status.succeeded", "Number of succeeded pods."),
+            PrinterColumn("Failed", "integer", ".status.failed", "Number of failed pods."),
+            AGE,
+        ),
+        annotations={API_APPROVED: "https://github.com/kubernetes-sigs/scheduler-plugins/pull/50"},
+    )
+
+
+def pod_group_sigs_k8s_crd() -> CRD:
+    spec, status = pod_group_schemas(
+        min_member_minimum=None,
+        phases=["Pending", "PreScheduling", "Scheduling", "Scheduled", "Running", "Finished", "Failed", "Unknown"],
+        with_scheduled=True,
+    )
+    return CRD(
+        group="scheduling.sigs.k8s.io",
+        kind="PodGroup",
+        plural="podgroups",
+        singular="podgroup",
+        scope="Namespaced",
+        description="PodGroup (older scheduling.sigs.k8s.io form used by Koordinator) is a group of pods "
+        "scheduled all-or-nothing.",
+        spec=spec,
+        status=status,
+        # Deliberately NO shortNames: podgroups.scheduling.x-k8s.io owns "pg"/"pgs", and two CRDs sharing a
+        # short name make `kubectl get pg` ambiguous (kubectl silently picks one). Use the full name
+        # `podgroups.scheduling.sigs.k8s.io` for this group.
+        # *.k8s.io groups are protected: the API server rejects the CRD without this annotation.
+        annotations={API_APPROVED: "https://github.com/kubernetes-sigs/scheduler-plugins/pull/52"},
+    )
+
+
+def all_crds() -> list[CRD]:
+    return [node_metric_crd(), node_slo_crd(), pod_group_x_k8s_crd(), pod_group_sigs_k8s_crd()]
