@@ -13,7 +13,7 @@ help:
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
 	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
-	@echo "make crds          regenerate deploy/crds from common/api/crdgen.py"
+	@echo "make crds          regenerate deploy/crds from common/api/crdgen/"
 
 $(INSTALL_STAMP): pyproject.toml
 	@echo "==> [setup] virtualenv $(VENV) with Loadline and its dev tools"
