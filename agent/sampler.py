@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from agent.collectors.base import Collector, CollectorStats, run_collector
 from agent.collectors.system import system_usage
 from agent.series import (
@@ -62,13 +64,32 @@ class Sampler:
         self.collectors = list(collectors)
         self.interval = interval
         self.retention = max(windows)
-        # +5 % slots so the longest window stays full even when cycles run a little fast.
-        self.ring = ring or SampleRing(int(self.retention / interval * 1.05) + 2)
+        self.ring = ring or SampleRing(self.slots_for(self.retention))
         self.rates = CounterRates(interval)
         self.stats = {c.name: CollectorStats(c.name) for c in self.collectors}
         self.last_samples: list[Sequence[Sample]] = []  # raw samples of the last cycle, per collector
         self._clock = clock
         self._cycles = 0
+        self.last_cycle_seconds: float | None = None  # duration of the last cycle (self-metrics)
+
+    def slots_for(self, seconds: float) -> int:
+        # +5 % slots so the longest window stays full even when cycles run a little fast.
+        return int(seconds / self.interval * 1.05) + 2
+
+    def ensure_retention(self, seconds: float) -> bool:
+        """Keep `seconds` of history from now on (the longest window changed). A longer retention grows the
+        ring and keeps every sample it holds; a shorter one only lets series expire sooner (the ring is not
+        shrunk). Returns True if the ring grew."""
+        self.retention = seconds
+        slots = self.slots_for(seconds)
+        if slots <= self.ring.slots:
+            return False
+        self.ring = regrow_ring(self.ring, slots)
+        return True
+
+    @property
+    def cycles(self) -> int:
+        return self._cycles
 
     @property
     def latest(self) -> dict[SeriesKey, float]:
@@ -131,10 +152,31 @@ class Sampler:
         self._cycles += 1
         if self._cycles % _PRUNE_EVERY == 0:
             self.rates.prune(now - self.rates.max_gap)
-        return CycleResult(now, total, len(keys), time.perf_counter() - started)
+        duration = time.perf_counter() - started
+        self.last_cycle_seconds = duration
+        return CycleResult(now, total, len(keys), duration)
 
 
 _GAUGE = Kind.GAUGE
+
+
+def regrow_ring(ring: SampleRing, slots: int) -> SampleRing:
+    """A ring of `slots` columns holding every column of `ring`, oldest first (written through the public
+    API, so row bookkeeping stays the ring's own)."""
+    grown = SampleRing(slots, initial_rows=max(min(ring.high_water, ring.max_rows), 1), max_rows=ring.max_rows)
+    if ring.head < 0:
+        return grown
+    written = min(ring.columns_written, ring.slots)
+    order = [(ring.head - written + 1 + i) % ring.slots for i in range(written)]
+    rows = ring.rows()
+    keys = list(rows)
+    index = np.fromiter(rows.values(), dtype=np.int64, count=len(rows))
+    for col in order:
+        values = ring.values[index, col]
+        present = np.flatnonzero(~np.isnan(values))
+        grown.append_column(float(ring.times[col]), [keys[i] for i in present.tolist()], values[present])
+    grown.rejected_samples = ring.rejected_samples
+    return grown
 
 
 @dataclass

@@ -16,6 +16,7 @@ import pytest
 
 from tests.harness.controlplane import ControlPlane, fake_node
 from tests.harness.processes import Component
+from tests.harness.promtool import PromtoolMissing, ensure_promtool
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -109,3 +110,12 @@ def kube_scheduler(cluster: ControlPlane) -> Iterator[Callable[..., Component]]:
     yield start
     for scheduler in started:
         cluster.stop_component(scheduler)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Path of promtool (`promtool check metrics`); a missing one fails the test with how to get it."""
+    try:
+        return str(ensure_promtool())
+    except PromtoolMissing as exc:
+        pytest.fail(str(exc))

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.collectors.base import Collector
 from agent.collectors.cgroups import CgroupCollector, PsiScope
+from agent.collectors.gpu import GpuCollector
+from agent.collectors.infiniband import InfinibandCollector
+from agent.collectors.netdev import NetdevCollector
 from agent.collectors.node import NodeCollector
 from agent.collectors.pods import PodRef
+
+_log = logging.getLogger("loadline.agent.collectors")
 
 
 def _no_pods() -> Sequence[PodRef]:
@@ -21,10 +27,12 @@ class CollectorContext:
     """What collectors may need from the agent's configuration."""
 
     proc_root: Path = Path("/proc")
+    sys_root: Path = Path("/sys")
     cgroup_root: Path = Path("/sys/fs/cgroup")
     cgroup_parent: str = ""  # kubelet --cgroup-root below the mount
     pods: Callable[[], Sequence[PodRef]] = field(default=_no_pods)
     psi: PsiScope = PsiScope.PODS
+    interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,19 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         True,
         "pod/container CPU, throttling, memory, PSI from cgroup v1/v2",
     ),
+    CollectorSpec("gpu", lambda c: GpuCollector(c.proc_root), True, "GPU per device and pod via NVML"),
+    CollectorSpec(
+        "infiniband",
+        lambda c: InfinibandCollector(c.sys_root, interval=c.interval),
+        True,
+        "InfiniBand/RoCE ports from sysfs",
+    ),
+    CollectorSpec(
+        "netdev",
+        lambda c: NetdevCollector(c.proc_root, c.sys_root, interval=c.interval),
+        True,
+        "network rates and links",
+    ),
 )
 
 
@@ -56,3 +77,13 @@ def build_collectors(ctx: CollectorContext, enabled: Collection[str] | None = No
         for spec in COLLECTORS
         if (spec.name in enabled if enabled is not None else spec.enabled_by_default)
     ]
+
+
+def close_collectors(collectors: Iterable[Collector]) -> None:
+    for collector in collectors:
+        close = getattr(collector, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                _log.debug("closing collector %s failed", collector.name, exc_info=True)

@@ -10,6 +10,7 @@ import pytest
 from agent.collectors import COLLECTORS, Collector, CollectorContext, SeriesErrors, build_collectors
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.pods import QoSClass
+from agent.collectors.registry import close_collectors
 from agent.collectors.system import system_usage
 from agent.sampler import Sampler, wants_quantiles
 from agent.series import (
@@ -182,13 +183,17 @@ def test_quantile_policy() -> None:
 
 
 def test_registry_table() -> None:
-    assert [spec.name for spec in COLLECTORS] == ["node", "cgroups"]
+    names = ["node", "cgroups", "gpu", "infiniband", "netdev"]
+    assert [spec.name for spec in COLLECTORS] == names
     built = build_collectors(CollectorContext())
-    assert [c.name for c in built] == ["node", "cgroups"]
-    assert all(isinstance(c, Collector) for c in built)
+    try:
+        assert [c.name for c in built] == names
+        assert all(isinstance(c, Collector) for c in built)
+    finally:
+        close_collectors(built)
     assert [c.name for c in build_collectors(CollectorContext(), ["cgroups"])] == ["cgroups"]
-    with pytest.raises(ValueError, match="gpu"):
-        build_collectors(CollectorContext(), ["gpu"])
+    with pytest.raises(ValueError, match="fpga"):
+        build_collectors(CollectorContext(), ["fpga"])
 
 
 def test_end_to_end_on_fake_trees(tmp_path: Path) -> None:

@@ -1,0 +1,230 @@
+"""The agent's settings: defaults < YAML file (`--config`) < `LOADLINE_AGENT_*` environment < flags.
+
+Every field is also a flag (`collect_interval_seconds` -> `--collect-interval-seconds`) and an environment
+variable (`LOADLINE_AGENT_COLLECT_INTERVAL_SECONDS`). Lists are comma separated in flags and environment
+(`--aggregate-windows 5m,10m,30m`). Durations are seconds or Go durations (`90`, `1.5s`, `5m`, `5m0s`).
+The node name also comes from `NODE_NAME` (the downward API) when nothing else sets it. A bad value stops
+the agent at start with the field named (exit status 2).
+
+Intervals and windows have Koordinator's defaults (collect 1 s, report 60 s, nodeUsage over 300 s,
+windows 5m/10m/30m) but no minimum of their own, so tests and demos can run on seconds. Values that come
+from a NodeMetric's `spec.metricCollectPolicy` are clamped as koordlet clamps them (aggregate >= 60 s,
+report >= 30 s; `spec_min_*` below).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from agent.collectors.cgroups import PsiScope
+from common.api.nodemetric import NodeMemoryCollectPolicy
+from common.api.quantity import Quantity
+from common.api.wire import GoDuration
+from common.config import ConfigError, load_settings
+
+ENV_PREFIX = "LOADLINE_AGENT"
+DEFAULT_METRICS_PORT = 9321
+# RFC 1123 subdomain: what a Node (and so a NodeMetric) may be called.
+_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _seconds(value: Any) -> Any:
+    """`90`, `"90"`, `"1.5s"`, `"5m"`, `"5m0s"` -> seconds (float). Anything else is left to pydantic."""
+    if isinstance(value, GoDuration):
+        return value.seconds
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return float(text)
+        except ValueError:
+            pass
+        try:
+            return GoDuration.parse(text).seconds
+        except ValueError as exc:
+            raise ValueError(f"not a duration: {value!r} (use seconds or a Go duration like 30s, 5m)") from exc
+    return value
+
+
+def _list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def _bytes(value: Any) -> Any:
+    if isinstance(value, str):
+        return Quantity.parse(value.strip()).value()
+    return value
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+SecondsList = Annotated[list[Annotated[float, BeforeValidator(_seconds), Field(gt=0)]], BeforeValidator(_list)]
+Bytes = Annotated[int, BeforeValidator(_bytes), Field(ge=0)]
+
+
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # --- identity and cluster access
+    node_name: str | None = Field(None, description="node to report for (in a pod: NODE_NAME from the downward API)")
+    kubeconfig: str | None = Field(None, description="kubeconfig file; default $KUBECONFIG, ~/.kube/config, in-cluster")
+
+    # --- sampling and aggregation
+    collect_interval_seconds: Seconds = Field(1.0, description="seconds between collect cycles")
+    report_interval_seconds: Seconds = Field(60.0, description="seconds between NodeMetric status writes")
+    aggregate_duration_seconds: Seconds = Field(300.0, description="window of nodeUsage/systemUsage/podsMetric")
+    aggregate_windows: SecondsList = Field(
+        default_factory=lambda: [300.0, 600.0, 1800.0],
+        description="windows of aggregatedNodeUsages (avg p50 p90 p95 p99), comma separated",
+    )
+    node_memory_collect_policy: NodeMemoryCollectPolicy = Field(
+        NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE, description="node memory series reported as usage"
+    )
+    aggregation_interval_seconds: Seconds = Field(
+        15.0, description="seconds between aggregations for /metrics (percentiles are never computed in a scrape)"
+    )
+
+    # --- collectors
+    proc_root: Path = Field(Path("/proc"), description="procfs of the host")
+    sys_root: Path = Field(Path("/sys"), description="sysfs of the host (InfiniBand, netdevs)")
+    cgroup_root: Path = Field(Path("/sys/fs/cgroup"), description="cgroup mount of the host")
+    cgroup_parent: str = Field("", description="kubelet --cgroup-root below the cgroup mount")
+    collectors: Annotated[list[str] | None, BeforeValidator(_list)] = Field(
+        None, description="collectors to run, comma separated (default: those enabled by default)"
+    )
+    psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series: off, pods, all")
+
+    # --- publishing
+    publish: bool = Field(True, description="write the NodeMetric status (off: sample and export only)")
+    qos_enforcement: bool = Field(
+        True, description="act on the node's NodeSLO (BE CPU suppress, BE memory evict) when it enables them"
+    )
+    create_nodemetric: bool = Field(
+        True, description="create the NodeMetric if missing (off when Koordinator's manager creates them)"
+    )
+    follow_nodemetric_spec: bool = Field(True, description="watch the NodeMetric's spec.metricCollectPolicy")
+    spec_min_aggregate_duration_seconds: float = Field(60.0, ge=0, description="koordlet's clamp of the spec value")
+    spec_min_report_interval_seconds: float = Field(30.0, ge=0, description="koordlet's clamp of the spec value")
+    publish_qps: float = Field(0.1, gt=0, description="client-side token bucket for NodeMetric writes (koordlet 0.1)")
+    publish_burst: int = Field(2, ge=1, description="token bucket burst (koordlet 2)")
+    retry_initial_seconds: Seconds = Field(1.0, description="first retry delay after a failed publish")
+    retry_max_seconds: Seconds = Field(10.0, description="longest retry delay (jittered) while the API server fails")
+    request_timeout_seconds: Seconds = Field(10.0, description="timeout of one API request")
+
+    # --- Prometheus and health
+    metrics_enabled: bool = Field(True, description="serve /metrics, /healthz, /readyz")
+    metrics_address: str = Field("0.0.0.0", description="listen address of the metrics server")
+    metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=0, le=65535, description="port (0: any free port)")
+
+    # --- `--once`
+    once_seconds: Seconds = Field(10.0, description="how long `--once` samples this machine")
+
+    # --- `--simulate`
+    simulate_node_selector: str = Field("", description="label selector of the nodes to simulate")
+    simulate_node_annotation: str = Field(
+        "kwok.x-k8s.io/node", description="annotation (key or key=value) the simulated nodes carry; '' for any node"
+    )
+    simulate_usage_fraction: float = Field(
+        0.4, gt=0, le=4, description="mean usage as a fraction of requests when a pod declares none"
+    )
+    simulate_burstiness: float = Field(0.3, ge=0, le=10, description="default CPU coefficient of variation")
+    simulate_node_noise: float = Field(0.2, ge=0, le=10, description="coefficient of variation of system usage")
+    simulate_system_cpu: float = Field(0.3, ge=0, description="mean system (non-pod) CPU of a node, cores")
+    simulate_system_memory: Bytes = Field(1 << 30, description="mean system memory of a node (bytes or 1Gi)")
+    simulate_seed: int | None = Field(None, description="random seed (default: random)")
+
+    # --- logging
+    log_level: str = Field("info", description="debug, info, warning, error")
+    log_json: bool = Field(False, description="log JSON lines")
+
+    @field_validator("node_name")
+    @classmethod
+    def _node_name(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > 253 or not _NODE_NAME.fullmatch(value)):
+            raise ValueError("must be a lower-case RFC 1123 name, like a Node's")
+        return value
+
+    @field_validator("aggregate_windows")
+    @classmethod
+    def _windows(cls, value: list[float]) -> list[float]:
+        if not value:
+            raise ValueError("at least one window is needed")
+        return sorted(set(value))
+
+    @field_validator("collectors")
+    @classmethod
+    def _collectors(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        from agent.collectors.registry import COLLECTORS
+
+        known = {spec.name for spec in COLLECTORS}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown collectors {unknown}; known: {sorted(known)}")
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        if value.lower() not in ("debug", "info", "warning", "error", "critical"):
+            raise ValueError("must be debug, info, warning, error or critical")
+        return value.lower()
+
+    @field_validator("simulate_node_annotation")
+    @classmethod
+    def _annotation(cls, value: str) -> str:
+        key = value.partition("=")[0]
+        if value and not key:
+            raise ValueError("needs a key: 'key' or 'key=value'")
+        return value
+
+    @model_validator(mode="after")
+    def _retry(self) -> AgentSettings:
+        if self.retry_max_seconds < self.retry_initial_seconds:
+            raise ValueError("retry_max_seconds must not be below retry_initial_seconds")
+        return self
+
+    @property
+    def retention_seconds(self) -> float:
+        return max(*self.aggregate_windows, self.aggregate_duration_seconds)
+
+
+FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {
+    "collect_interval_seconds": ("--collect-interval",),
+    "report_interval_seconds": ("--report-interval",),
+    "aggregate_duration_seconds": ("--aggregate-duration",),
+    "aggregate_windows": ("--windows",),
+    "aggregation_interval_seconds": ("--aggregation-interval",),
+}
+
+
+def flag_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def load(
+    flags: Mapping[str, Any],
+    *,
+    file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> AgentSettings:
+    """Settings from all sources; raises `ConfigError` naming the field on a bad value."""
+    import os
+
+    env = os.environ if environ is None else environ
+    settings = load_settings(AgentSettings, file=file, env_prefix=ENV_PREFIX, flags=flags, environ=env)
+    if settings.node_name is None and env.get("NODE_NAME"):
+        try:
+            return AgentSettings.model_validate({**settings.model_dump(), "node_name": env["NODE_NAME"]})
+        except ValueError as exc:
+            raise ConfigError(f"invalid configuration (NODE_NAME):\n  node_name: {exc}") from None
+    return settings
+
+
+__all__ = ["ENV_PREFIX", "FLAG_ALIASES", "AgentSettings", "ConfigError", "flag_name", "load"]

@@ -1,0 +1,408 @@
+"""Prometheus exposition and health endpoints (`/metrics`, `/healthz`, `/readyz`) on an aiohttp server.
+
+Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for CPU rates), counters end in
+`_total`, ratios are 0..1 and end in `_ratio`; everything is under the `loadline_` prefix.
+
+- Raw values of the last collect cycle, as the collectors emit them: node series as `loadline_node_*`
+  (node_exporter's shapes: `loadline_node_pressure_cpu_waiting_seconds_total`, ...), pod and container
+  cgroups as cAdvisor's `container_*` shapes under our prefix with labels `namespace`, `pod`, `container`
+  (`container=""` is the pod cgroup, as kubelet's cAdvisor does): `loadline_container_cpu_usage_seconds_total`,
+  `loadline_container_cpu_cfs_periods_total`, `..._cfs_throttled_periods_total`, `..._cfs_throttled_seconds_total`,
+  `loadline_container_memory_working_set_bytes`, Koordinator's anon-only `loadline_container_memory_anon_usage_bytes`,
+  `loadline_container_pressure_{cpu,memory,io}_{waiting,stalled}_seconds_total`. Device series keep their
+  collector's name under the prefix (`loadline_node_infiniband_*`, ...) with a `device` label.
+- Window aggregates, node, system and pod level only (containers stay raw, so cardinality stays bounded):
+  percentiles as `loadline_<series>_window_<unit>{window="5m0s",quantile="0.95"}` and the window average
+  as `loadline_<series>_window_avg_<unit>{window="5m0s"}`. The percentile families are declared as
+  `summary`: `promtool check metrics` rejects a `quantile` label on any other type, and a summary is
+  Prometheus' type for quantiles over a sliding window; they have no `_sum`/`_count` (those would not be
+  counters here). Queried like gauges: `loadline_node_cpu_usage_window_cores{quantile="0.95",window="5m0s"}`.
+- Self-metrics: `loadline_agent_collector_duration_seconds` and `_success` per collector (node_exporter's
+  pattern), series errors by reason, store series count and size, collect cycles, aggregation and render
+  durations, publishes, publish errors by reason, last successful publish timestamp, `loadline_agent_build_info`.
+  Plus the process's default registry (reflector metrics, `process_*`, `python_*`).
+
+The bulk (raw series and aggregates) is rendered to bytes on the aggregation cadence in a worker thread from
+data detached from the store; a scrape only concatenates those bytes with the few self-metric lines, so it
+never blocks sampling, and no percentile is ever computed inside a scrape.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import platform
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+
+from agent.collectors.base import CollectorStats
+from agent.report import Aggregates, PodInfo, wants_window_quantiles
+from agent.series import Kind, Sample, SeriesKey
+from common.api.wire import GoDuration
+from common.version import __version__
+
+log = logging.getLogger("loadline.agent.exporter")
+
+PREFIX = "loadline_"
+QUANTILE_LABELS = {"p50": "0.5", "p90": "0.9", "p95": "0.95", "p99": "0.99"}
+# Longest first, so `bytes_per_second` wins over `seconds`.
+UNITS = (
+    "bytes_per_second",
+    "packets_per_second",
+    "per_second",
+    "cores",
+    "bytes",
+    "ratio",
+    "seconds",
+    "celsius",
+    "watts",
+    "joules",
+    "hertz",
+)
+_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
+
+HELP = {
+    "node_cpu_usage_seconds_total": "CPU time the node spent busy (user+nice+system+irq+softirq, Koordinator's set).",
+    "node_cpu_capacity_cores": "CPUs of the node.",
+    "node_memory_total_bytes": "MemTotal of the node.",
+    "node_memory_usage_bytes": "Node memory in use without page cache (MemTotal - MemAvailable).",
+    "node_memory_usage_with_page_cache_bytes": "Node memory in use with page cache (MemTotal - MemFree).",
+    "container_cpu_usage_seconds_total": 'Cumulative CPU time of the cgroup (container="" is the pod cgroup).',
+    "container_cpu_cfs_periods_total": "Elapsed CFS enforcement periods.",
+    "container_cpu_cfs_throttled_periods_total": "CFS periods in which the cgroup was throttled.",
+    "container_cpu_cfs_throttled_seconds_total": "Time the cgroup was throttled by CFS.",
+    "container_memory_anon_usage_bytes": "Anonymous and unevictable memory (Koordinator's usage, no page cache).",
+    "container_memory_working_set_bytes": "Working set: usage minus inactive file (kubelet's and cAdvisor's).",
+}
+
+
+def metric_name(base: str) -> str:
+    name = PREFIX + _INVALID.sub("_", base)
+    return name
+
+
+def raw_name(key: SeriesKey, kind: Kind) -> str:
+    base = key.metric if not key.pod else f"container_{key.metric}"
+    if kind is Kind.COUNTER and not base.endswith("_total"):
+        base += "_total"
+    elif kind is Kind.GAUGE and base.endswith("_total"):
+        base = base[: -len("_total")]
+    return metric_name(base)
+
+
+def window_names(key: SeriesKey) -> tuple[str, str]:
+    """(percentile family, average family) of an aggregated series."""
+    base = key.metric if not key.pod else f"pod_{key.metric}"
+    for unit in UNITS:
+        if base.endswith("_" + unit):
+            stem = base[: -len(unit) - 1]
+            return metric_name(f"{stem}_window_{unit}"), metric_name(f"{stem}_window_avg_{unit}")
+    return metric_name(f"{base}_window"), metric_name(f"{base}_window_avg")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@dataclass
+class Family:
+    name: str
+    type: str  # counter, gauge, summary
+    help: str
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, labels: Sequence[tuple[str, str]], value: float, name: str | None = None) -> None:
+        if not math.isfinite(value):
+            return
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        self.lines.append(
+            f"{name or self.name}{{{text}}} {float(value)!r}" if text else f"{name or self.name} {float(value)!r}"
+        )
+
+
+class Families:
+    def __init__(self) -> None:
+        self._by_name: dict[str, Family] = {}
+
+    def get(self, name: str, type_: str, help_text: str) -> Family:
+        family = self._by_name.get(name)
+        if family is None:
+            family = self._by_name[name] = Family(name, type_, help_text)
+        return family
+
+    def render(self) -> str:
+        out: list[str] = []
+        for family in self._by_name.values():
+            if not family.lines:
+                continue
+            out.append(f"# HELP {family.name} {_escape_help(family.help)}")
+            out.append(f"# TYPE {family.name} {family.type}")
+            out.extend(family.lines)
+        return "\n".join(out) + "\n" if out else ""
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+# ------------------------------------------------------------------------------------------------ bulk
+@dataclass(frozen=True)
+class ExportInput:
+    """A detached view of one node's state, safe to render on another thread."""
+
+    raw: Sequence[Sequence[Sample]]  # the sampler's last cycle, per collector
+    aggregates: Aggregates | None
+    pods: Mapping[str, PodInfo]
+    node: str = ""  # label value when one process exports several nodes (`--simulate`)
+
+
+def _pod_labels(pods: Mapping[str, PodInfo], key: SeriesKey) -> list[tuple[str, str]] | None:
+    info = pods.get(key.pod)
+    if info is None:
+        return None  # a pod we no longer know: its series are about to expire
+    return [("namespace", info.namespace), ("pod", info.name)]
+
+
+def render_series(inputs: Iterable[ExportInput]) -> bytes:
+    """The bulk of /metrics: raw series of the last cycle and window aggregates, for one or more nodes."""
+    families = Families()
+    for inp in inputs:
+        node_label = [("node", inp.node)] if inp.node else []
+        for samples in inp.raw:
+            for sample in samples:
+                key = SeriesKey(*sample.key)
+                labels = list(node_label)
+                if key.pod:
+                    pod_labels = _pod_labels(inp.pods, key)
+                    if pod_labels is None:
+                        continue
+                    labels += [*pod_labels, ("container", key.container)]
+                if key.device:
+                    labels.append(("device", key.device))
+                name = raw_name(key, sample.kind)
+                help_text = HELP.get(name[len(PREFIX) :], f"Loadline agent series {key.metric}.")
+                families.get(name, "counter" if sample.kind is Kind.COUNTER else "gauge", help_text).add(
+                    labels, float(sample.value)
+                )
+        agg = inp.aggregates
+        if agg is None:
+            continue
+        windows = [(d, GoDuration.from_seconds(d).canonical()) for d in agg.policy.windows]
+        for row_key in agg.rows:
+            if not isinstance(row_key, SeriesKey) or not wants_window_quantiles(row_key):
+                continue
+            key = row_key
+            labels = list(node_label)
+            if key.pod:
+                pod_labels = _pod_labels(inp.pods, key)
+                if pod_labels is None:
+                    continue
+                labels += pod_labels
+            if key.device:
+                labels.append(("device", key.device))
+            quantile_name, avg_name = window_names(key)
+            quantiles = families.get(
+                quantile_name, "summary", f"Percentiles of {key.metric} over each window (nearest rank)."
+            )
+            average = families.get(avg_name, "gauge", f"Average of {key.metric} over each window.")
+            for duration, text in windows:
+                values = agg.window(key, duration)
+                if values is None:
+                    continue  # no samples, or cold (less than half the window covered)
+                wl = [*labels, ("window", text)]
+                average.add(wl, values["avg"])
+                for agg_name, q in QUANTILE_LABELS.items():
+                    if agg_name in values:
+                        quantiles.add([*wl, ("quantile", q)], values[agg_name])
+    return families.render().encode()
+
+
+# ------------------------------------------------------------------------------------------------ self
+@dataclass
+class NodeSelfState:
+    """What one node's self-metrics are read from (references, read at scrape time)."""
+
+    node: str
+    sampler: Any  # agent.sampler.Sampler
+    publisher: Any | None = None  # agent.publisher.NodeMetricPublisher
+
+
+@dataclass
+class AgentTimings:
+    aggregation_seconds: float = 0.0
+    render_seconds: float = 0.0
+    last_render_unix: float | None = None
+    renders: int = 0
+
+
+def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str, *, per_node: bool) -> str:
+    families = Families()
+    info = families.get("loadline_agent_build_info", "gauge", "Build of the running agent (value 1).")
+    info.add([("version", __version__), ("python_version", platform.python_version()), ("mode", mode)], 1.0)
+    f_duration = families.get(
+        "loadline_agent_collector_duration_seconds", "gauge", "Duration of the collector's last run."
+    )
+    f_success = families.get("loadline_agent_collector_success", "gauge", "1 if the collector's last run succeeded.")
+    f_runs = families.get("loadline_agent_collector_runs_total", "counter", "Runs of the collector.")
+    f_failures = families.get("loadline_agent_collector_failures_total", "counter", "Runs that failed as a whole.")
+    f_errors = families.get(
+        "loadline_agent_collector_series_errors_total",
+        "counter",
+        "Series skipped by the collector, by reason (vanished, permission, garbage, io, bad_id).",
+    )
+    f_series = families.get("loadline_agent_store_series", "gauge", "Series held in the sample store.")
+    f_store = families.get("loadline_agent_store_bytes", "gauge", "Bytes of the sample store's arrays.")
+    f_rejected = families.get(
+        "loadline_agent_store_rejected_samples_total", "counter", "Samples dropped because the store was full."
+    )
+    f_cycles = families.get("loadline_agent_collect_cycles_total", "counter", "Collect cycles run.")
+    f_cycle = families.get(
+        "loadline_agent_collect_cycle_duration_seconds", "gauge", "Duration of the last collect cycle."
+    )
+    f_publishes = families.get("loadline_agent_publishes_total", "counter", "Successful NodeMetric status writes.")
+    f_pub_errors = families.get(
+        "loadline_agent_publish_errors_total", "counter", "Failed NodeMetric writes, by reason."
+    )
+    f_last = families.get(
+        "loadline_agent_last_publish_success_timestamp_seconds",
+        "gauge",
+        "Unix time of the last successful NodeMetric status write.",
+    )
+    f_healthy = families.get("loadline_agent_publish_healthy", "gauge", "0 while NodeMetric writes are failing.")
+    for node in nodes:
+        base = [("node", node.node)] if per_node else []
+        sampler = node.sampler
+        stats: Mapping[str, CollectorStats] = sampler.stats
+        for name, st in stats.items():
+            labels = [*base, ("collector", name)]
+            if st.runs:
+                f_duration.add(labels, st.last_duration_seconds)
+                f_success.add(labels, 1.0 if st.last_success else 0.0)
+            f_runs.add(labels, float(st.runs))
+            f_failures.add(labels, float(st.failures))
+            for reason, count in sorted(st.series_errors.items()):
+                f_errors.add([*labels, ("reason", reason)], float(count))
+        ring = sampler.ring
+        f_series.add(base, float(len(ring)))
+        f_store.add(base, float(ring.nbytes()))
+        f_rejected.add(base, float(ring.rejected_samples))
+        f_cycles.add(base, float(sampler.cycles))
+        if sampler.last_cycle_seconds is not None:
+            f_cycle.add(base, float(sampler.last_cycle_seconds))
+        publisher = node.publisher
+        if publisher is not None:
+            pstats = publisher.stats
+            f_publishes.add(base, float(pstats.successes))
+            for reason, count in sorted(pstats.errors.items()):
+                f_pub_errors.add([*base, ("reason", reason)], float(count))
+            if pstats.last_success_unix is not None:
+                f_last.add(base, pstats.last_success_unix)
+            f_healthy.add(base, 1.0 if pstats.healthy else 0.0)
+    families.get("loadline_agent_aggregation_duration_seconds", "gauge", "Duration of the last aggregation.").add(
+        [], timings.aggregation_seconds
+    )
+    families.get("loadline_agent_render_duration_seconds", "gauge", "Duration of the last /metrics render.").add(
+        [], timings.render_seconds
+    )
+    if timings.last_render_unix is not None:
+        families.get(
+            "loadline_agent_last_render_timestamp_seconds", "gauge", "Unix time the series in /metrics were prepared."
+        ).add([], timings.last_render_unix)
+    return families.render()
+
+
+# ------------------------------------------------------------------------------------------------ server
+Check = Callable[[], tuple[bool, str]]
+
+
+class Exporter:
+    """The HTTP side. `update()` swaps in freshly rendered bytes; requests never compute anything heavy."""
+
+    def __init__(
+        self,
+        address: str,
+        port: int,
+        *,
+        live: Callable[[], str],
+        health: Check,
+        ready: Check,
+        include_default_registry: bool = True,
+    ) -> None:
+        self.address = address
+        self.requested_port = port
+        self._live = live
+        self._health = health
+        self._ready = ready
+        self._include_default = include_default_registry
+        self._body = b""
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        self.scrapes = 0
+
+    def update(self, body: bytes) -> None:
+        self._body = body
+
+    @property
+    def body(self) -> bytes:
+        return self._body
+
+    def metrics_text(self) -> bytes:
+        parts = [self._body, self._live().encode()]
+        if self._include_default:
+            parts.append(generate_latest(REGISTRY))
+        return b"".join(parts)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        self.scrapes += 1
+        return web.Response(body=self.metrics_text(), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+    @staticmethod
+    def _check(check: Check) -> web.Response:
+        ok, detail = check()
+        return web.Response(status=200 if ok else 503, text=(detail or ("ok" if ok else "not ok")) + "\n")
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return self._check(self._health)
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        return self._check(self._ready)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    async def start(self) -> int:
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.address, self.requested_port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        addresses = runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self.requested_port
+        log.info("serving /metrics, /healthz, /readyz on %s:%s", self.address, self.port)
+        return self.port
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def render_timed(inputs: Sequence[ExportInput], timings: AgentTimings) -> bytes:
+    """`render_series` with its duration recorded (runs on a worker thread)."""
+    started = time.perf_counter()
+    body = render_series(inputs)
+    timings.render_seconds = time.perf_counter() - started
+    timings.last_render_unix = time.time()
+    timings.renders += 1
+    return body

@@ -1,0 +1,465 @@
+"""`loadline agent`: the node agent.
+
+    loadline agent --node-name NODE [--kubeconfig FILE]   # a daemon for one node (in a pod: NODE_NAME)
+    loadline agent --once                                  # no cluster: sample this machine ~10 s, print YAML
+    loadline agent --simulate                              # NodeMetrics for many fake (kwok) nodes
+
+The daemon samples every collect interval on its own task, so nothing the API server does can leave a gap in
+the history; aggregates for /metrics are prepared on the aggregation cadence; the NodeMetric status is
+built and written every report interval (`agent.publisher`). Settings: `agent.config`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import IO, Any
+
+import yaml
+from kubernetes.aio.config import ConfigException as _KubeconfigError
+
+from agent.collectors.registry import CollectorContext, build_collectors, close_collectors
+from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
+from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
+from agent.podwatch import CgroupPodDiscovery, PodWatch
+from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
+from agent.qos.enforcer import QoSEnforcer
+from agent.qos.usage import usage_from_sampler
+from agent.report import NodeReporter, ReportPolicy, build_status, current_devices, device_sources
+from agent.sampler import Sampler
+from common.api.nodemetric import NodeMetric
+from common.api.wire import GoDuration, ObjectMeta
+from common.config import ConfigError
+from common.kube.http import KubeHTTP
+from common.logging import setup_logging
+from common.version import __version__
+
+log = logging.getLogger("loadline.agent")
+USER_AGENT = f"loadline-agent/{__version__}"
+
+
+# ------------------------------------------------------------------------------------------------ shared parts
+def base_policy(settings: AgentSettings) -> ReportPolicy:
+    return ReportPolicy(
+        aggregate_duration_seconds=settings.aggregate_duration_seconds,
+        report_interval_seconds=settings.report_interval_seconds,
+        windows=tuple(settings.aggregate_windows),
+        node_memory_collect_policy=settings.node_memory_collect_policy,
+    )
+
+
+def collector_context(settings: AgentSettings, pods: Callable[[], Any]) -> CollectorContext:
+    return CollectorContext(
+        proc_root=settings.proc_root,
+        sys_root=settings.sys_root,
+        cgroup_root=settings.cgroup_root,
+        cgroup_parent=settings.cgroup_parent,
+        pods=pods,
+        psi=settings.psi,
+        interval=settings.collect_interval_seconds,
+    )
+
+
+class SamplingLoop:
+    """Runs every sampler's cycle on a fixed cadence. A late cycle is run late, never twice; a cycle that
+    raises is logged and the loop goes on (collectors already contain their own failures)."""
+
+    def __init__(self, samplers: Callable[[], Sequence[Sampler]], interval: float) -> None:
+        self.samplers = samplers
+        self.interval = interval
+        self.last_cycle_end: float | None = None  # monotonic
+        self.cycles = 0
+        self.on_cycle: list[Callable[[], None]] = []
+
+    async def run_once(self) -> None:
+        for sampler in self.samplers():
+            try:
+                await sampler.cycle()
+            except Exception:
+                log.exception("collect cycle failed")
+        self.cycles += 1
+        self.last_cycle_end = time.monotonic()
+        for callback in self.on_cycle:
+            callback()
+
+    async def run(self) -> None:
+        next_at = time.monotonic()
+        while True:
+            await self.run_once()
+            next_at += self.interval
+            now = time.monotonic()
+            if next_at < now:  # overran: skip the missed ticks instead of bursting
+                next_at = now + self.interval - ((now - next_at) % self.interval)
+            await asyncio.sleep(next_at - now)
+
+    def healthy(self) -> tuple[bool, str]:
+        if self.last_cycle_end is None:
+            return True, "starting"
+        age = time.monotonic() - self.last_cycle_end
+        limit = max(3 * self.interval, 10.0)
+        if age > limit:
+            return False, f"no collect cycle for {age:.1f}s"
+        return True, "ok"
+
+
+async def _every(seconds: Callable[[], float], work: Callable[[], Awaitable[None]], first: float) -> None:
+    await asyncio.sleep(first)
+    while True:
+        started = time.monotonic()
+        try:
+            await work()
+        except Exception:
+            log.exception("periodic work failed")
+        await asyncio.sleep(max(seconds() - (time.monotonic() - started), 0.0))
+
+
+# ------------------------------------------------------------------------------------------------ daemon
+class NodeAgent:
+    """The daemon for one node; usable in-process (tests) through `start()` / `stop()`."""
+
+    def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None) -> None:
+        if settings.node_name is None:
+            raise ValueError("the agent needs a node name")
+        self.settings = settings
+        self.node_name: str = settings.node_name
+        self.http = http
+        self._own_http = http is None
+        self.timings = AgentTimings()
+        self.tasks: list[asyncio.Task[None]] = []
+        self.exporter: Exporter | None = None
+        self.publisher: NodeMetricPublisher | None = None
+        self.cache: NodeMetricCache | None = None
+        self.qos: QoSEnforcer | None = None
+
+    async def start(self) -> None:
+        s = self.settings
+        if self.http is None:
+            self.http = await KubeHTTP.connect(s.kubeconfig, user_agent=USER_AGENT)
+        http = self.http
+        self.podwatch = PodWatch(http, self.node_name, max_backoff_seconds=s.retry_max_seconds)
+        self.collectors = build_collectors(collector_context(s, self.podwatch.pods), s.collectors)
+        self._device_sources = device_sources(self.collectors)
+        policy = base_policy(s)
+        self.sampler = Sampler(
+            self.collectors, interval=s.collect_interval_seconds, windows=(policy.retention_seconds,)
+        )
+        self.reporter = NodeReporter(
+            self.node_name,
+            ring=lambda: self.sampler.ring,
+            base_policy=policy,
+            pods=self.podwatch.infos,
+            devices=lambda: current_devices(self._device_sources),
+            on_policy_change=self._policy_changed,
+            min_aggregate_seconds=s.spec_min_aggregate_duration_seconds,
+            min_report_seconds=s.spec_min_report_interval_seconds,
+        )
+        self.loop = SamplingLoop(lambda: [self.sampler], s.collect_interval_seconds)
+        if s.publish:
+            self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
+            if s.follow_nodemetric_spec:
+                self.cache.listen(self.node_name, spec_listener(self.reporter.apply_spec))
+            self.publisher = NodeMetricPublisher(
+                http,
+                self.node_name,
+                self.build_status,
+                interval=lambda: self.reporter.policy.report_interval_seconds,
+                limiter=TokenBucket(s.publish_qps, s.publish_burst),
+                cache=self.cache,
+                create=s.create_nodemetric,
+                retry_initial_seconds=s.retry_initial_seconds,
+                retry_max_seconds=s.retry_max_seconds,
+                request_timeout_seconds=s.request_timeout_seconds,
+            )
+            self.cache.listen(self.node_name, self.publisher.on_object)
+        if s.qos_enforcement:
+            # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
+            self.qos = QoSEnforcer(
+                self.node_name,
+                http,
+                s.cgroup_root,
+                lambda: usage_from_sampler(self.sampler),
+                cgroup_parent=s.cgroup_parent,
+                sys_root=s.sys_root,
+                interval_seconds=s.collect_interval_seconds,
+                pods=lambda: self.podwatch.index.objects(self.node_name),
+            )
+        if s.metrics_enabled:
+            self.exporter = Exporter(
+                s.metrics_address, s.metrics_port, live=self._self_metrics, health=self._healthy, ready=self._ready
+            )
+            await self.exporter.start()
+        log.info(
+            "agent for node %s: collect every %gs, %s, collectors %s",
+            self.node_name,
+            s.collect_interval_seconds,
+            policy.describe(),
+            ",".join(c.name for c in self.collectors),
+        )
+        self._spawn(self.loop.run(), "sampling")
+        self._spawn(self.podwatch.run(), "pod watch")
+        first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
+        self._spawn(_every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
+        if self.cache is not None and self.publisher is not None:
+            self._spawn(self.cache.run(), "nodemetric watch")
+            self._spawn(self.publisher.run(), "publisher")
+        if self.qos is not None:
+            self._spawn(self.qos.run(), "qos enforcement")
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        task.add_done_callback(_log_crash)
+        self.tasks.append(task)
+
+    def _policy_changed(self, policy: ReportPolicy) -> None:
+        if self.sampler.ensure_retention(policy.retention_seconds):
+            log.info(
+                "sample store grown to %d slots for %gs of history", self.sampler.ring.slots, policy.retention_seconds
+            )
+        if self.publisher is not None:
+            self.publisher.wake()  # the report interval may have shortened
+
+    def build_status(self) -> dict[str, Any]:
+        agg = self.reporter.aggregate(time.monotonic())
+        self.timings.aggregation_seconds = agg.duration_seconds
+        return build_status(agg, self.podwatch.infos(), devices=self.reporter.devices()).to_wire()
+
+    async def refresh_export(self) -> None:
+        agg = self.reporter.aggregate(time.monotonic())
+        self.timings.aggregation_seconds = agg.duration_seconds
+        if self.exporter is None:
+            return
+        inp = ExportInput(raw=list(self.sampler.last_samples), aggregates=agg, pods=dict(self.podwatch.infos()))
+        self.exporter.update(await asyncio.to_thread(render_timed, [inp], self.timings))
+
+    def _self_metrics(self) -> str:
+        return render_self(
+            [NodeSelfState(self.node_name, self.sampler, self.publisher)], self.timings, "node", per_node=True
+        )
+
+    def _healthy(self) -> tuple[bool, str]:
+        for task in self.tasks:
+            if task.done() and not task.cancelled():
+                return False, f"task {task.get_name()} stopped"
+        return self.loop.healthy()
+
+    def _ready(self) -> tuple[bool, str]:
+        if self.timings.renders == 0:
+            return False, "no aggregation yet"
+        return True, "ok"
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.tasks.clear()
+        if self.exporter is not None:
+            await self.exporter.stop()
+        close_collectors(getattr(self, "collectors", ()))
+        if self._own_http and self.http is not None:
+            await self.http.close()
+
+
+def _log_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("agent task %s stopped: %r", task.get_name(), task.exception())
+
+
+async def _until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def run_daemon(settings: AgentSettings) -> int:
+    agent = NodeAgent(settings)
+    try:
+        await agent.start()
+    except BaseException:
+        await agent.stop()
+        raise
+    try:
+        await _until_signalled()
+        log.info("stopping")
+    finally:
+        await agent.stop()
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ --once
+def local_node_name() -> str:
+    import re
+
+    name = re.sub(r"[^a-z0-9.-]+", "-", socket.gethostname().lower()).strip("-.")
+    return name[:253] or "localhost"
+
+
+class _Progress:
+    def __init__(self, stream: IO[str], total: float) -> None:
+        self.stream = stream
+        self.total = total
+        self.tty = stream.isatty()
+        self._last_line = -1.0
+
+    def show(self, elapsed: float, pods: int, series: int) -> None:
+        elapsed = min(elapsed, self.total)
+        if self.tty:
+            width = 30
+            done = int(width * elapsed / self.total) if self.total else width
+            bar = "#" * done + "." * (width - done)
+            self.stream.write(f"\rsampling [{bar}] {elapsed:4.1f}/{self.total:g}s  pods {pods}  series {series} ")
+            self.stream.flush()
+        elif elapsed - self._last_line >= 1.0 or elapsed >= self.total:
+            self._last_line = elapsed
+            self.stream.write(f"sampling {elapsed:.1f}/{self.total:g}s: pods {pods}, series {series}\n")
+            self.stream.flush()
+
+    def end(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
+    """Sample this machine for `once_seconds` (no cluster), print the NodeMetric it would publish."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    node = settings.node_name or local_node_name()
+    discovery = CgroupPodDiscovery(settings.cgroup_root, settings.cgroup_parent)
+    collectors = build_collectors(collector_context(settings, discovery.pods), settings.collectors)
+    policy = base_policy(settings)
+    interval = settings.collect_interval_seconds
+    sampler = Sampler(collectors, interval=interval, windows=(policy.retention_seconds,))
+    sources = device_sources(collectors)
+    reporter = NodeReporter(
+        node,
+        ring=lambda: sampler.ring,
+        base_policy=policy,
+        pods=discovery.infos,
+        devices=lambda: current_devices(sources),
+    )
+    duration = settings.once_seconds
+    err.write(
+        f"loadline agent --once: sampling {node} for {duration:g}s every {interval:g}s "
+        f"(cgroups under {settings.cgroup_root}, collectors {', '.join(c.name for c in collectors)})\n"
+    )
+    progress = _Progress(err, duration)
+    cycles = max(math.ceil(duration / interval) + 1, 2)  # +1: the first cycle only sets rate baselines
+    started = time.monotonic()
+    try:
+        for i in range(cycles):
+            await sampler.cycle()
+            progress.show(time.monotonic() - started, len(discovery.pods()), len(sampler.ring))
+            if i + 1 < cycles:
+                await asyncio.sleep(max(started + (i + 1) * interval - time.monotonic(), 0.0))
+    finally:
+        progress.end()
+        close_collectors(collectors)
+    agg = reporter.aggregate(time.monotonic())
+    status = build_status(agg, discovery.infos(), devices=reporter.devices())
+    metric = NodeMetric(metadata=ObjectMeta(name=node), status=status)
+    sampled = time.monotonic() - started
+    cold = [w for w in policy.windows if sampled < 0.5 * w]
+    for st in sampler.stats.values():
+        if not st.last_success:
+            err.write(f"collector {st.name} failed: {st.last_error}\n")
+    out.write(f"# NodeMetric that `loadline agent` would publish for {node}, from {sampled:.1f}s of samples.\n")
+    if cold:
+        names = ", ".join(GoDuration.from_seconds(w).canonical() for w in cold)
+        out.write(
+            f"# Windows {names} are cold (less than half covered), so their aggregates are {{}} as on a freshly\n"
+            f"# started agent; e.g. `--once-seconds 20 --windows 10s,30s` shows percentiles.\n"
+        )
+    out.write(yaml.safe_dump(metric.to_wire(), sort_keys=False))
+    out.flush()
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="loadline agent",
+        description="Loadline node agent: samples cgroups and /proc, publishes the node's NodeMetric, serves /metrics.",
+        epilog="Every setting is also an environment variable LOADLINE_AGENT_<SETTING> and a key of the --config "
+        "YAML file; flags win over the environment, which wins over the file. Durations: seconds or 30s, 5m.",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="no cluster: sample this machine, print the NodeMetric YAML")
+    mode.add_argument(
+        "--simulate",
+        action="store_true",
+        help="publish NodeMetrics for many fake (kwok) nodes; pods may declare loadline.io/simulated-cpu, "
+        "loadline.io/simulated-memory and loadline.io/simulated-burstiness (see agent/simulate.py)",
+    )
+    parser.add_argument("--config", metavar="FILE", help="YAML file of settings (also LOADLINE_AGENT_CONFIG)")
+    for name, field in AgentSettings.model_fields.items():
+        flags = [flag_name(name), *FLAG_ALIASES.get(name, ())]
+        default = field.get_default(call_default_factory=True)
+        help_text = f"{field.description or ''} (default: {_show(default)})"
+        if field.annotation is bool:
+            parser.add_argument(
+                *flags, dest=name, nargs="?", const="true", default=None, metavar="true|false", help=help_text
+            )
+        else:
+            parser.add_argument(*flags, dest=name, default=None, metavar=name.upper(), help=help_text)
+    return parser
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(_show(v) for v in value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if hasattr(value, "value"):
+        return str(value.value)
+    return str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    flags = {name: getattr(args, name) for name in AgentSettings.model_fields}
+    config_file = args.config or os.environ.get("LOADLINE_AGENT_CONFIG")
+    try:
+        settings = load(flags, file=config_file)
+    except ConfigError as exc:
+        print(f"loadline agent: {exc}", file=sys.stderr)
+        return 2
+    if settings.node_name is None and not (args.once or args.simulate):
+        print(
+            "loadline agent: invalid configuration:\n"
+            "  node_name: required (set --node-name, LOADLINE_AGENT_NODE_NAME or NODE_NAME; or use --once)",
+            file=sys.stderr,
+        )
+        return 2
+    setup_logging(settings.log_level, json_output=settings.log_json)
+    try:
+        if args.once:
+            return asyncio.run(run_once(settings))
+        if args.simulate:
+            from agent.simulate import run_simulation
+
+            return asyncio.run(run_simulation(settings))
+        return asyncio.run(run_daemon(settings))
+    except KeyboardInterrupt:
+        return 130
+    except _KubeconfigError as exc:
+        print(f"loadline agent: invalid configuration:\n  kubeconfig: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"loadline agent: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,269 @@
+"""Where the agent's pods come from.
+
+- `PodWatch`: a list-watch (`common.kube.reflector.Reflector`) of the pods bound to this node
+  (`fieldSelector=spec.nodeName=<node>`), turned into the cgroup collector's `PodRef` tuples and the report's
+  `PodInfo`. The tuple is rebuilt only when something the collector uses changes (UID, QoS tier, container
+  IDs), so the collector's fast path (`pods is self._pods_seen`) holds between changes. Pods in a terminal
+  phase are left out: their cgroups are gone.
+- `PodIndex`: the same for many nodes at once (the simulator watches every bound pod and groups by node).
+- `CgroupPodDiscovery`: no API server at all (`--once`): pods found by walking this machine's kubepods
+  cgroup tree, named by their UID.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
+from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.report import PodInfo
+from common.api.pod import KubeQoSClass, kube_qos_class
+from common.kube.http import JSON, KubeHTTP
+from common.kube.reflector import Reflector
+
+log = logging.getLogger("loadline.agent.pods")
+
+PODS_PATH = "/api/v1/pods"
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+_QOS = {
+    KubeQoSClass.GUARANTEED: QoSClass.GUARANTEED,
+    KubeQoSClass.BURSTABLE: QoSClass.BURSTABLE,
+    KubeQoSClass.BEST_EFFORT: QoSClass.BEST_EFFORT,
+}
+
+
+def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
+    """The collector's view of a pod JSON object; None for pods without a UID or in a terminal phase."""
+    meta = pod.get("metadata") or {}
+    uid = meta.get("uid")
+    if not uid or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return None
+    status = pod.get("status") or {}
+    containers: list[ContainerRef] = []
+    # Running sidecars (restartable init containers) have cgroups too; finished init containers are gone and
+    # would only be counted as vanished.
+    for field in ("initContainerStatuses", "containerStatuses"):
+        for cs in status.get(field) or []:
+            cid = cs.get("containerID") or ""
+            if field == "initContainerStatuses" and "running" not in (cs.get("state") or {}):
+                continue
+            containers.append(ContainerRef(str(cs.get("name", "")), str(cid)))
+    try:
+        qos = _QOS[kube_qos_class(pod)]
+    except ValueError:  # an unparsable quantity in the spec: the API server would not have stored it
+        qos = QoSClass.BURSTABLE
+    return PodRef(
+        uid=str(uid),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        qos=qos,
+        containers=tuple(containers),
+    )
+
+
+def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+    try:
+        return PodInfo.from_pod(pod)
+    except ValueError:
+        meta = pod.get("metadata") or {}
+        return PodInfo(str(meta.get("uid", "")), str(meta.get("namespace", "")), str(meta.get("name", "")), "", "")
+
+
+class PodIndex:
+    """Pods by node, maintained from reflector events; per node a stable `PodRef` tuple and `PodInfo` map."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, dict[str, JSON]] = {}  # node -> uid -> pod
+        self._refs: dict[str, tuple[PodRef, ...]] = {}
+        self._infos: dict[str, dict[str, PodInfo]] = {}
+        self._dirty: set[str] = set()
+        self.listeners: list[Callable[[str], None]] = []  # called with the node whose pods changed
+
+    def handle(self, kind: str, obj: JSON, old: JSON | None) -> None:
+        uid = (obj.get("metadata") or {}).get("uid")
+        if not uid:
+            return
+        node = (obj.get("spec") or {}).get("nodeName") or ""
+        old_node = ((old or {}).get("spec") or {}).get("nodeName") or ""
+        if old_node and old_node != node:
+            self._remove(old_node, uid)
+        if kind == "DELETED" or not node:
+            self._remove(node, uid)
+            return
+        pods = self._pods.setdefault(node, {})
+        previous = pods.get(uid)
+        pods[uid] = obj
+        if previous is None or _relevant(previous) != _relevant(obj):
+            self._changed(node)
+
+    def _remove(self, node: str, uid: str) -> None:
+        pods = self._pods.get(node)
+        if pods is not None and pods.pop(uid, None) is not None:
+            if not pods:
+                del self._pods[node]
+            self._changed(node)
+
+    def _changed(self, node: str) -> None:
+        self._dirty.add(node)
+        for listener in self.listeners:
+            listener(node)
+
+    def _rebuild(self, node: str) -> None:
+        if node in self._dirty or node not in self._refs:
+            pods = self._pods.get(node, {})
+            refs = [r for r in (pod_ref(p) for p in pods.values()) if r is not None]
+            self._refs[node] = tuple(refs)
+            self._infos[node] = {r.uid: pod_info(pods[r.uid]) for r in refs}
+            self._dirty.discard(node)
+
+    def refs(self, node: str) -> tuple[PodRef, ...]:
+        self._rebuild(node)
+        return self._refs[node]
+
+    def infos(self, node: str) -> dict[str, PodInfo]:
+        self._rebuild(node)
+        return self._infos[node]
+
+    def objects(self, node: str) -> list[JSON]:
+        return list(self._pods.get(node, {}).values())
+
+    def nodes(self) -> list[str]:
+        return list(self._pods)
+
+
+def _relevant(pod: JSON) -> tuple[Any, ...]:
+    """What the collector and the report read; other changes (conditions, IPs) do not rebuild anything."""
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    ref = pod_ref(pod)
+    return (
+        ref,
+        meta.get("name"),
+        meta.get("namespace"),
+        (meta.get("labels") or {}).get("koordinator.sh/qosClass"),
+        (meta.get("labels") or {}).get("koordinator.sh/priority-class"),
+        (pod.get("spec") or {}).get("priority"),
+        (meta.get("annotations") or {}).get("loadline.io/simulated-cpu"),
+        (meta.get("annotations") or {}).get("loadline.io/simulated-memory"),
+        (meta.get("annotations") or {}).get("loadline.io/simulated-burstiness"),
+        status.get("phase"),
+    )
+
+
+class PodWatch:
+    """The pods of one node, from the API server."""
+
+    def __init__(self, http: KubeHTTP, node_name: str, *, max_backoff_seconds: float = 30.0) -> None:
+        self.node_name = node_name
+        self.index = PodIndex()
+        self.reflector = Reflector(
+            http,
+            PODS_PATH,
+            name="pods",
+            field_selector=f"spec.nodeName={node_name}",
+            max_backoff_seconds=max_backoff_seconds,
+        )
+        self.reflector.add_handler(self.index.handle)
+
+    @property
+    def synced(self) -> bool:
+        return self.reflector.synced.is_set()
+
+    def pods(self) -> tuple[PodRef, ...]:
+        return self.index.refs(self.node_name)
+
+    def infos(self) -> dict[str, PodInfo]:
+        return self.index.infos(self.node_name)
+
+    async def run(self) -> None:
+        await self.reflector.run()
+
+
+# ------------------------------------------------------------------------------------------------ no cluster
+_UID = r"([0-9a-fA-F]{8}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{4}[-_][0-9a-fA-F]{12}|[0-9a-f]{32})"
+_CGROUPFS_POD = re.compile(rf"pod{_UID}")
+_SYSTEMD_POD = re.compile(rf"kubepods(?:-burstable|-besteffort)?-pod{_UID}\.slice")
+_SCOPE = re.compile(r"(cri-containerd|crio|docker|pouch)-([0-9a-f]{64})\.scope")
+_BARE = re.compile(r"(crio-)?([0-9a-f]{64})")
+_SCOPE_RUNTIME = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker", "pouch": "pouch"}
+_TIERS = (("", QoSClass.GUARANTEED), ("burstable", QoSClass.BURSTABLE), ("besteffort", QoSClass.BEST_EFFORT))
+
+
+class CgroupPodDiscovery:
+    """Pods and containers found in the kubepods cgroup tree (for `--once`, where there is no API server).
+
+    Names are unknown there: a pod is named by its UID and a container by the first 12 digits of its ID.
+    """
+
+    def __init__(self, cgroup_root: str | Path, cgroup_parent: str = "", *, refresh_seconds: float = 5.0) -> None:
+        self.root = Path(cgroup_root)
+        self.parent = cgroup_parent
+        self.refresh_seconds = refresh_seconds
+        self._pods: tuple[PodRef, ...] = ()
+        self._at = -float("inf")
+
+    def pods(self) -> tuple[PodRef, ...]:
+        now = time.monotonic()
+        if now - self._at >= self.refresh_seconds:
+            self._at = now
+            try:
+                layout = detect_layout(self.root, self.parent)
+            except (OSError, ValueError):
+                layout = None
+            found = scan_pods(layout) if layout is not None else ()
+            if found != self._pods:
+                self._pods = found
+        return self._pods
+
+    def infos(self) -> dict[str, PodInfo]:
+        out = {}
+        for ref in self.pods():
+            kube_qos = {QoSClass.GUARANTEED: "Guaranteed", QoSClass.BURSTABLE: "Burstable"}.get(ref.qos, "BestEffort")
+            out[ref.uid] = PodInfo.from_pod(
+                {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
+            )
+        return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(entry.name for entry in os.scandir(path) if entry.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def scan_pods(layout: CgroupLayout) -> tuple[PodRef, ...]:
+    base = layout.cpuacct
+    pods: list[PodRef] = []
+    for tier, qos in _TIERS:
+        if layout.driver is CgroupDriver.CGROUPFS:
+            tier_dir = os.path.join(base, tier) if tier else base
+            pattern = _CGROUPFS_POD
+        else:
+            tier_dir = os.path.join(base, f"kubepods-{tier}.slice") if tier else base
+            pattern = _SYSTEMD_POD
+        for name in _listdir(tier_dir):
+            match = pattern.fullmatch(name)
+            if match is None:
+                continue
+            uid = match.group(1).replace("_", "-")
+            containers = []
+            for child in _listdir(os.path.join(tier_dir, name)):
+                scope = _SCOPE.fullmatch(child)
+                if scope is not None:
+                    runtime, digest = _SCOPE_RUNTIME[scope.group(1)], scope.group(2)
+                else:
+                    bare = _BARE.fullmatch(child)
+                    if bare is None:
+                        continue
+                    runtime, digest = ("cri-o" if bare.group(1) else "containerd"), bare.group(2)
+                containers.append(ContainerRef(digest[:12], f"{runtime}://{digest}"))
+            pods.append(PodRef(uid=uid, namespace="", name=uid, qos=qos, containers=tuple(containers)))
+    return tuple(pods)

@@ -1,0 +1,450 @@
+"""The NodeMetric status built from the store, the way koordlet builds it (reference koordinator.md §3.4).
+
+- `nodeUsage`: average over `aggregateDurationSeconds` of node CPU and of the node memory series that
+  `nodeMemoryCollectPolicy` names (`usageWithoutPageCache`: MemTotal - MemAvailable; `usageWithPageCache`:
+  MemTotal - MemFree; `usageWithHotPageCache` needs kidled's hot-page data, which we do not collect, so it
+  reports usage without page cache, as koordlet does without kidled), plus node-level devices.
+- `aggregatedNodeUsages`: one entry per window of `nodeAggregatePolicy.durations`, shortest first, each with
+  `avg p50 p90 p95 p99` (nearest rank, `agent.store.aggregate`). A window in which the CPU or the memory
+  samples span less than half of it is cold and maps every key to `{}`.
+- `systemUsage` / `aggregatedSystemUsages`: the same for node - sum(pods), clamped at 0 (`agent.sampler`).
+- `podsMetric`: per pod known to the pod source, average over `aggregateDurationSeconds` of its pod cgroup's
+  CPU and anon-only memory (koordlet's pod "memory usage"), with Koordinator's defaulted `priority` and `qos`
+  (`common.api.pod`), and its devices; pods without samples are skipped; sorted by namespace, then name.
+- `updateTime`: when the status was built.
+
+Units: CPU as a milli-quantity, truncated (`int(cores * 1000)`), memory as whole bytes in BinarySI.
+
+Devices come from any collector that is a `DeviceSource` (`agent.collectors.devices`): each `Device` names
+the series behind each of its `DeviceInfo.resources`; this module only supplies the aggregated values. GPUs
+carry Koordinator's keys (`koordinator.sh/gpu-core`, `gpu-memory`, `gpu-memory-ratio`); InfiniBand ports
+are `devices[]` of type `rdma`, with whatever resources their collector declares. A topology without
+the three fields the CRD requires (socketID, nodeID, pcieID) is left out, so the API server accepts it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.collectors.base import Collector
+from agent.series import (
+    CPU_CFS_THROTTLED_RATIO,
+    CPU_USAGE_CORES,
+    MEMORY_ANON_USAGE_BYTES,
+    MEMORY_WORKING_SET_BYTES,
+    NODE_CPU_USAGE_CORES,
+    NODE_MEMORY_USAGE_BYTES,
+    NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
+    SYSTEM_CPU_USAGE_CORES,
+    SYSTEM_MEMORY_USAGE_BYTES,
+    SeriesKey,
+)
+from agent.store.aggregate import WindowStats, average_window, build_report
+from agent.store.ring import SampleRing
+from common.api.nodemetric import (
+    AGGREGATION_TYPES,
+    AggregatedUsage,
+    DeviceInfo,
+    NodeMemoryCollectPolicy,
+    NodeMetricCollectPolicy,
+    NodeMetricInfo,
+    NodeMetricStatus,
+    PodMetricInfo,
+    ResourceMap,
+)
+from common.api.pod import priority_class_of, qos_class_of
+from common.api.quantity import Format, Quantity
+from common.api.wire import GoDuration
+
+log = logging.getLogger("loadline.agent.report")
+
+CPU = "cpu"
+MEMORY = "memory"
+
+# Node memory series per nodeMemoryCollectPolicy (hot page cache needs kidled: falls back, as koordlet does).
+NODE_MEMORY_SERIES: Mapping[NodeMemoryCollectPolicy, str] = {
+    NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE: NODE_MEMORY_USAGE_BYTES,
+    NodeMemoryCollectPolicy.USAGE_WITH_HOT_PAGE_CACHE: NODE_MEMORY_USAGE_BYTES,
+    NodeMemoryCollectPolicy.USAGE_WITH_PAGE_CACHE: NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
+}
+
+# Series whose window percentiles someone reads (NodeMetric or /metrics); the others get the average only.
+QUANTILE_METRICS = frozenset(
+    {
+        NODE_CPU_USAGE_CORES,
+        NODE_MEMORY_USAGE_BYTES,
+        NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
+        SYSTEM_CPU_USAGE_CORES,
+        SYSTEM_MEMORY_USAGE_BYTES,
+        CPU_USAGE_CORES,
+        MEMORY_ANON_USAGE_BYTES,
+        MEMORY_WORKING_SET_BYTES,
+        CPU_CFS_THROTTLED_RATIO,
+    }
+)
+
+
+def wants_window_quantiles(key: Hashable) -> bool:
+    """Node, system and pod-level series we report, and every device series; never containers."""
+    if not isinstance(key, SeriesKey) or key.container:
+        return False
+    return bool(key.device) or key.metric in QUANTILE_METRICS
+
+
+# ------------------------------------------------------------------------------------------------ policy
+@dataclass(frozen=True)
+class ReportPolicy:
+    """What the agent acts on: its configuration overlaid by the NodeMetric's spec.metricCollectPolicy."""
+
+    aggregate_duration_seconds: float = 300.0
+    report_interval_seconds: float = 60.0
+    windows: tuple[float, ...] = (300.0, 600.0, 1800.0)  # ascending
+    node_memory_collect_policy: NodeMemoryCollectPolicy = NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE
+
+    def __post_init__(self) -> None:
+        if not self.windows:
+            raise ValueError("a report policy needs at least one window")
+        object.__setattr__(self, "windows", tuple(sorted(set(self.windows))))
+
+    @property
+    def retention_seconds(self) -> float:
+        """History the store must keep for this policy."""
+        return max(*self.windows, self.aggregate_duration_seconds)
+
+    def describe(self) -> str:
+        windows = ",".join(GoDuration.from_seconds(w).canonical() for w in self.windows)
+        return (
+            f"aggregate={self.aggregate_duration_seconds:g}s report={self.report_interval_seconds:g}s "
+            f"windows={windows} memory={self.node_memory_collect_policy.value}"
+        )
+
+
+def effective_policy(
+    base: ReportPolicy,
+    spec: NodeMetricCollectPolicy | Mapping[str, Any] | None,
+    *,
+    min_aggregate_seconds: float = 60.0,
+    min_report_seconds: float = 30.0,
+) -> ReportPolicy:
+    """`base` with every field the spec sets replacing it; spec values are clamped as koordlet clamps them."""
+    if spec is None:
+        return base
+    if not isinstance(spec, NodeMetricCollectPolicy):
+        spec = NodeMetricCollectPolicy.from_wire(spec)
+    changes: dict[str, Any] = {}
+    if spec.aggregate_duration_seconds:
+        changes["aggregate_duration_seconds"] = float(max(spec.aggregate_duration_seconds, min_aggregate_seconds))
+    if spec.report_interval_seconds:
+        changes["report_interval_seconds"] = float(max(spec.report_interval_seconds, min_report_seconds))
+    durations = spec.node_aggregate_policy.durations if spec.node_aggregate_policy else None
+    windows = tuple(d.seconds for d in durations or () if d.nanoseconds > 0)
+    if windows:
+        changes["windows"] = windows
+    if spec.node_memory_collect_policy:
+        changes["node_memory_collect_policy"] = spec.node_memory_collect_policy
+    return replace(base, **changes) if changes else base
+
+
+# ------------------------------------------------------------------------------------------------ pods
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """What the report says about a pod besides its usage."""
+
+    uid: str
+    namespace: str
+    name: str
+    priority: str  # Koordinator's defaulted class: koord-prod, koord-batch, ... or ""
+    qos: str  # LSE, LSR, LS, BE, SYSTEM
+
+    @classmethod
+    def from_pod(cls, pod: Mapping[str, Any]) -> PodInfo:
+        meta = pod.get("metadata") or {}
+        return cls(
+            uid=str(meta.get("uid", "")),
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            priority=priority_class_of(pod).value,
+            qos=qos_class_of(pod).value,
+        )
+
+
+# ------------------------------------------------------------------------------------------------ aggregates
+@dataclass(frozen=True)
+class Aggregates:
+    """Everything a report or an export reads, computed once per aggregation and detached from the ring."""
+
+    now: float  # monotonic time the windows end at
+    policy: ReportPolicy
+    rows: dict[Hashable, int]
+    average: WindowStats  # over aggregateDurationSeconds, no cold-start rule (nodeUsage, podsMetric)
+    windows: dict[float, WindowStats]  # policy windows, cold-start rule applied, percentiles where wanted
+    duration_seconds: float = 0.0
+
+    def avg(self, key: Hashable) -> float | None:
+        """Average over the aggregate duration, or None without samples."""
+        row = self.rows.get(key)
+        stats = self.average
+        if row is None or row >= stats.reported.shape[0] or not stats.reported[row]:
+            return None
+        value = float(stats.avg[row])
+        return value if math.isfinite(value) else None
+
+    def window(self, key: Hashable, duration: float) -> dict[str, float] | None:
+        """{"avg": .., "p50": .., ...} over one window, or None (no samples, or cold)."""
+        row = self.rows.get(key)
+        stats = self.windows[duration]
+        if row is None or row >= stats.reported.shape[0] or not stats.reported[row]:
+            return None
+        out = {"avg": float(stats.avg[row])}
+        for name, values in stats.quantiles.items():
+            value = float(values[row])
+            if math.isfinite(value):
+                out[name] = value
+        return out
+
+
+def aggregate(ring: SampleRing, now: float, policy: ReportPolicy, *, executor: Executor | None = None) -> Aggregates:
+    """Aggregate every series for `policy`. Runs on the caller's thread; the result shares nothing with
+    the ring, so it can be handed to another thread (export rendering) while sampling goes on."""
+    import time
+
+    started = time.perf_counter()
+    report = build_report(ring, now, policy.windows, wants_quantiles=wants_window_quantiles, executor=executor)
+    average = average_window(ring, now, policy.aggregate_duration_seconds)
+    return Aggregates(
+        now=now,
+        policy=policy,
+        rows=report.rows,
+        average=average,
+        windows=report.windows,
+        duration_seconds=time.perf_counter() - started,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ quantities
+def cpu_quantity(cores: float) -> Quantity | None:
+    """Koordinator: `resource.NewMilliQuantity(int64(cores*1000), DecimalSI)` (truncated)."""
+    if not math.isfinite(cores):
+        return None
+    return Quantity.from_milli(max(int(cores * 1000), 0), Format.DECIMAL_SI)
+
+
+def memory_quantity(value: float) -> Quantity | None:
+    """Koordinator: `resource.NewQuantity(int64(bytes), BinarySI)`."""
+    if not math.isfinite(value):
+        return None
+    return Quantity.from_int(max(int(value), 0), Format.BINARY_SI)
+
+
+def _resources(cpu: float | None, memory: float | None) -> dict[str, Quantity]:
+    out: dict[str, Quantity] = {}
+    if cpu is not None and (q := cpu_quantity(cpu)) is not None:
+        out[CPU] = q
+    if memory is not None and (q := memory_quantity(memory)) is not None:
+        out[MEMORY] = q
+    return out
+
+
+def _resource_map(resources: Mapping[str, Quantity], devices: Sequence[DeviceInfo] = ()) -> ResourceMap:
+    """A ResourceMap with only the parts that have content (`{}` when empty, as Go's omitempty writes it)."""
+    rmap = ResourceMap()
+    if resources:
+        rmap.resources = dict(resources)
+    if devices:
+        rmap.devices = list(devices)
+    return rmap
+
+
+# ------------------------------------------------------------------------------------------------ devices
+DeviceLookup = Callable[[SeriesKey], "float | None"]
+
+
+def device_sources(collectors: Iterable[Collector | object]) -> list[Any]:
+    """Collectors that know devices (`agent.collectors.devices.DeviceSource`: a `devices` attribute)."""
+    import inspect
+
+    found = []
+    for collector in collectors:
+        try:
+            inspect.getattr_static(collector, "devices")  # without running a property
+        except AttributeError:
+            continue
+        found.append(collector)
+    return found
+
+
+def current_devices(sources: Iterable[Any]) -> list[Any]:
+    """The devices of every source's last inventory; a source whose inventory fails is skipped."""
+    out: list[Any] = []
+    for source in sources:
+        try:
+            devices = source.devices
+            out.extend(devices() if callable(devices) else devices)
+        except Exception:  # one broken device source must not cost the report
+            log.debug("device inventory of %s failed", type(source).__name__, exc_info=True)
+    return out
+
+
+def _device_infos(devices: Sequence[Any], value_of: DeviceLookup, pod: str = "") -> list[DeviceInfo]:
+    if not devices:
+        return []
+    from agent.collectors.devices import device_info
+
+    out = []
+    for device in devices:
+        try:
+            info = device_info(device, value_of, pod)
+        except Exception:
+            log.debug("device %r could not be reported", getattr(device, "id", device), exc_info=True)
+            continue
+        if info is not None:
+            out.append(_schema_safe(info))
+    return out
+
+
+def _schema_safe(info: DeviceInfo) -> DeviceInfo:
+    """The CRD requires socketID, nodeID and pcieID in a topology: drop a partial one rather than be rejected."""
+    topology = info.topology
+    if topology is not None and (topology.socket_id is None or topology.node_id is None or topology.pcie_id is None):
+        data = info.to_wire()
+        data.pop("topology", None)
+        return DeviceInfo.from_wire(data)
+    return info
+
+
+# ------------------------------------------------------------------------------------------------ status
+def build_status(
+    agg: Aggregates,
+    pods: Mapping[str, PodInfo],
+    *,
+    devices: Sequence[Any] = (),
+    update_time: datetime | None = None,
+) -> NodeMetricStatus:
+    """The NodeMetric status for `agg` (see the module docstring for every field)."""
+    policy = agg.policy
+    node_memory = NODE_MEMORY_SERIES[policy.node_memory_collect_policy]
+    node_cpu_key, node_mem_key = SeriesKey(NODE_CPU_USAGE_CORES), SeriesKey(node_memory)
+    sys_cpu_key, sys_mem_key = SeriesKey(SYSTEM_CPU_USAGE_CORES), SeriesKey(SYSTEM_MEMORY_USAGE_BYTES)
+
+    node_devices = _device_infos(devices, agg.avg)
+    info = NodeMetricInfo(
+        node_usage=_resource_map(_resources(agg.avg(node_cpu_key), agg.avg(node_mem_key)), node_devices),
+        aggregated_node_usages=_aggregated(agg, node_cpu_key, node_mem_key, devices),
+        system_usage=_resource_map(_resources(agg.avg(sys_cpu_key), agg.avg(sys_mem_key))),
+        aggregated_system_usages=_aggregated(agg, sys_cpu_key, sys_mem_key, ()),
+    )
+    pods_metric = []
+    for uid, pod in pods.items():
+        resources = _resources(
+            agg.avg(SeriesKey(CPU_USAGE_CORES, uid)), agg.avg(SeriesKey(MEMORY_ANON_USAGE_BYTES, uid))
+        )
+        pod_devices = _device_infos(devices, agg.avg, uid)
+        if not resources and not pod_devices:
+            continue  # no samples (yet): koordlet skips pods whose query fails
+        pods_metric.append(
+            PodMetricInfo(
+                namespace=pod.namespace,
+                name=pod.name,
+                pod_usage=_resource_map(resources, pod_devices),
+                priority=pod.priority,
+                qos=pod.qos,
+            )
+        )
+    pods_metric.sort(key=lambda p: (p.namespace or "", p.name or ""))
+    status = NodeMetricStatus(update_time=(update_time or datetime.now(UTC)).replace(microsecond=0), node_metric=info)
+    if pods_metric:  # Go's omitempty: no pods, no field
+        status.pods_metric = pods_metric
+    return status
+
+
+def _aggregated(
+    agg: Aggregates, cpu_key: SeriesKey, mem_key: SeriesKey, devices: Sequence[Any]
+) -> list[AggregatedUsage]:
+    out = []
+    for duration in agg.policy.windows:  # ascending: shortest first, which the CRD's P95-CPU column reads
+        cpu = agg.window(cpu_key, duration)
+        mem = agg.window(mem_key, duration)
+        usage: dict[str, ResourceMap] = {}
+        for name in AGGREGATION_TYPES:
+            if cpu is None or mem is None:
+                # Cold (or no data): the whole window is `{}`, never CPU without memory or the reverse. The
+                # CPU rate starts one cycle after memory (its first counter reading is only a baseline).
+                usage[name] = ResourceMap()
+                continue
+            resources = _resources(cpu.get(name), mem.get(name))
+            dev: list[DeviceInfo] = []
+            if devices and resources:
+
+                def value_of(key: SeriesKey, name: str = name, duration: float = duration) -> float | None:
+                    found = agg.window(key, duration)
+                    return found.get(name) if found else None
+
+                dev = _device_infos(devices, value_of)
+            usage[name] = _resource_map(resources, dev)
+        out.append(AggregatedUsage(duration=GoDuration.from_seconds(duration), usage=usage))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ reporter
+@dataclass
+class NodeReporter:
+    """One node's reporting state: its sampler's ring, the policy in force and where pods/devices come from.
+
+    Shared by the daemon, `--once` and `--simulate` (one per simulated node).
+    """
+
+    node_name: str
+    ring: Callable[[], SampleRing]
+    base_policy: ReportPolicy
+    pods: Callable[[], Mapping[str, PodInfo]]
+    devices: Callable[[], Sequence[Any]] = field(default=lambda: ())
+    on_policy_change: Callable[[ReportPolicy], None] | None = None
+    min_aggregate_seconds: float = 60.0
+    min_report_seconds: float = 30.0
+    policy: ReportPolicy = field(init=False)
+    spec_policy: NodeMetricCollectPolicy | None = field(init=False, default=None)
+    last: Aggregates | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.policy = self.base_policy
+
+    def apply_spec(self, spec: Mapping[str, Any] | None) -> bool:
+        """Follow `spec.metricCollectPolicy` of the NodeMetric (None: the object or the policy is gone).
+        Returns True if the policy in force changed."""
+        raw = (spec or {}).get("metricCollectPolicy")
+        try:
+            collect = NodeMetricCollectPolicy.from_wire(raw) if isinstance(raw, Mapping) else None
+            policy = effective_policy(
+                self.base_policy,
+                collect,
+                min_aggregate_seconds=self.min_aggregate_seconds,
+                min_report_seconds=self.min_report_seconds,
+            )
+        except ValueError as exc:
+            log.warning("ignoring invalid spec.metricCollectPolicy of NodeMetric %s: %s", self.node_name, exc)
+            return False
+        self.spec_policy = collect
+        if policy == self.policy:
+            return False
+        log.info("NodeMetric %s collect policy now %s", self.node_name, policy.describe())
+        self.policy = policy
+        if self.on_policy_change is not None:
+            self.on_policy_change(policy)
+        return True
+
+    def aggregate(self, now: float) -> Aggregates:
+        self.last = aggregate(self.ring(), now, self.policy)
+        return self.last
+
+    def status(self, agg: Aggregates | None = None, *, now: float | None = None) -> NodeMetricStatus:
+        if agg is None:
+            import time
+
+            agg = self.aggregate(time.monotonic() if now is None else now)
+        return build_status(agg, self.pods(), devices=self.devices())

@@ -1,0 +1,158 @@
+"""`loadline manager`: batch (overcommit) resources per node, NodeMetric lifecycle and NodeSLOs.
+
+Every replica watches; the one holding the Lease reconciles and writes. SIGTERM/SIGINT stop it
+cleanly and release the Lease so a standby takes over at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from common.config import ConfigError, load_settings
+from common.kube.events import EventRecorder
+from common.kube.http import KubeHTTP
+from common.kube.leader import LeaderElector, default_identity
+from common.logging import setup_logging
+from manager.controller import Controller
+from manager.server import start_http_server
+from manager.settings import ManagerSettings
+
+log = logging.getLogger("loadline.manager")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="loadline manager", description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--config", type=Path, help="YAML file with settings (flags and LOADLINE_MANAGER_* env win)")
+    p.add_argument("--kubeconfig", type=Path)
+    p.add_argument("--namespace", help="namespace of the ConfigMap and the Lease (default loadline-system)")
+    p.add_argument("--config-map", dest="config_map", help="ConfigMap name (default slo-controller-config)")
+    p.add_argument("--lease-name", dest="lease_name")
+    p.add_argument(
+        "--leader-elect", dest="leader_elect", type=lambda v: v.lower() in ("1", "true", "yes"), metavar="BOOL"
+    )
+    p.add_argument("--lease-duration", dest="lease_duration_seconds", type=float, metavar="SECONDS")
+    p.add_argument("--renew-deadline", dest="renew_deadline_seconds", type=float, metavar="SECONDS")
+    p.add_argument("--retry-period", dest="retry_period_seconds", type=float, metavar="SECONDS")
+    p.add_argument("--resync", dest="resync_seconds", type=float, metavar="SECONDS")
+    p.add_argument("--workers", type=int)
+    p.add_argument("--bind-address", dest="bind_address")
+    p.add_argument("--metrics-port", dest="metrics_port", type=int, help="/healthz /readyz /metrics; 0 = off")
+    p.add_argument("--log-level", dest="log_level")
+    p.add_argument("--log-json", dest="log_json", action="store_const", const=True)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "config"}
+    try:
+        settings = load_settings(ManagerSettings, file=args.config, env_prefix="LOADLINE_MANAGER", flags=flags)
+    except ConfigError as exc:
+        print(f"loadline manager: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(settings.log_level, json_output=settings.log_json)
+    with contextlib.suppress(KeyboardInterrupt):
+        return asyncio.run(run(settings))
+    return 0
+
+
+async def run(settings: ManagerSettings) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        http = await KubeHTTP.connect(settings.kubeconfig, user_agent="loadline-manager")
+    except Exception as exc:  # unreadable kubeconfig, no in-cluster account: a start-up error
+        where = settings.kubeconfig or "$KUBECONFIG, ~/.kube/config or the in-cluster service account"
+        log.error("cannot configure the API client from %s: %s", where, exc)
+        return 2
+    identity = default_identity()
+    controller = Controller(
+        http,
+        namespace=settings.namespace,
+        config_map=settings.config_map,
+        recorder=EventRecorder(http, "loadline-manager", identity),
+        workers=settings.workers,
+        resync_seconds=settings.resync_seconds,
+    )
+    tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in controller.reflectors]
+
+    async def initial_sync() -> None:
+        await controller.wait_synced()
+        # The caches now hold every Node, Pod and NodeMetric of the cluster and live as long as the process:
+        # moved out of the collector's generations, they stop making each full collection walk them all.
+        gc.collect()
+        gc.freeze()
+        log.info("watches synced: %d nodes, %d pods", len(controller.nodes.store), len(controller.pods.store))
+
+    tasks.append(asyncio.create_task(initial_sync(), name="initial sync"))
+
+    async def lead() -> None:
+        try:
+            await controller.lead()
+        except Exception:
+            log.exception("reconciling stopped by an unexpected error")
+            raise
+
+    if settings.leader_elect:
+        elector = LeaderElector(
+            http,
+            name=settings.lease_name,
+            namespace=settings.namespace,
+            identity=identity,
+            lease_seconds=settings.lease_duration_seconds,
+            renew_deadline_seconds=settings.renew_deadline_seconds,
+            retry_period_seconds=settings.retry_period_seconds,
+        )
+        tasks.append(asyncio.create_task(elector.run(lead), name="leader election"))
+    else:
+        tasks.append(asyncio.create_task(lead(), name="reconcile"))
+    critical = [t for t in tasks if t.get_name() != "initial sync"]
+
+    def healthy() -> str | None:
+        dead = [t.get_name() for t in critical if t.done()]
+        return f"stopped: {', '.join(dead)}" if dead else None
+
+    def ready() -> str | None:
+        if not controller.synced:
+            return "watches not synced yet"
+        if not controller.config.ready:
+            return "no valid slo-controller-config yet"
+        return None
+
+    runner = None
+    if settings.metrics_port:
+        runner = await start_http_server(settings.bind_address, settings.metrics_port, healthy=healthy, ready=ready)
+    log.info(
+        "manager started",
+        extra={"ctx": {"identity": identity, "configmap": f"{settings.namespace}/{settings.config_map}"}},
+    )
+    stopper = asyncio.create_task(stop.wait(), name="signal")
+    status = 0
+    try:
+        done, _ = await asyncio.wait([stopper, *critical], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopper:
+                status = 1
+                log.error(
+                    "%s ended unexpectedly: %r", task.get_name(), task.exception() if not task.cancelled() else None
+                )
+    finally:
+        for task in (*tasks, stopper):
+            task.cancel()
+        # Cancelling the elector releases the Lease (if we hold it) so a standby takes over now.
+        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        if runner is not None:
+            await runner.cleanup()
+        await http.close()
+        log.info("manager stopped")
+    return status

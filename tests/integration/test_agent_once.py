@@ -1,0 +1,105 @@
+"""`loadline agent --once`: no cluster at all, this machine sampled, the NodeMetric it would publish printed.
+
+No control plane is needed (hence no `integration` marker); it runs the real command in a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
+from agent.collectors.pods import QoSClass
+from common.api.nodemetric import NodeMetric
+from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def loadline(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOADLINE_AGENT_") and k != "NODE_NAME"}
+    env["PYTHONPATH"] = str(REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "common", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env,
+        check=False,
+    )
+
+
+def test_once_samples_this_machine_and_prints_a_valid_nodemetric() -> None:
+    result = loadline("agent", "--once")  # the default: about 10 s
+    assert result.returncode == 0, result.stderr
+    obj = yaml.safe_load(result.stdout)
+    model = NodeMetric.from_wire(obj)
+    assert model.metadata.name and model.status is not None and model.status.node_metric is not None
+    usage = model.status.node_metric.node_usage
+    assert usage is not None and usage.resources is not None
+    assert usage.resources["memory"].value() > 0 and "cpu" in usage.resources
+    # 10 s of samples: the default 5m/10m/30m windows are cold, and say so
+    windows = model.status.node_metric.aggregated_node_usages or []
+    assert [str(w.duration) for w in windows] == ["5m0s", "10m0s", "30m0s"]
+    assert all(not r.resources for w in windows for r in (w.usage or {}).values())
+    assert "are cold" in result.stdout.splitlines()[1]
+    progress = [line for line in result.stderr.splitlines() if line.startswith("sampling ")]
+    assert len(progress) >= 5 and progress[-1].startswith("sampling 10.0/10s"), result.stderr
+
+
+def test_once_with_short_windows_reports_percentiles() -> None:
+    result = loadline(
+        "agent",
+        "--once",
+        "--once-seconds",
+        "3",
+        "--collect-interval",
+        "0.25",
+        "--windows",
+        "2s",
+        "--node-name",
+        "laptop",
+    )
+    assert result.returncode == 0, result.stderr
+    model = NodeMetric.from_wire(yaml.safe_load(result.stdout))
+    assert model.metadata.name == "laptop"
+    p95 = model.aggregated_node_usage("p95")
+    assert p95 is not None and p95.resources is not None and set(p95.resources) == {"cpu", "memory"}
+
+
+def test_once_reads_the_cgroup_root_it_is_given(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD)
+    web, batch = make_pod(1, QoSClass.GUARANTEED), make_pod(2, QoSClass.BEST_EFFORT, containers=1)
+    tree.add_pod(web, CgroupValues(inactive_anon=10 << 20, active_anon=20 << 20, unevictable=0))
+    tree.add_pod(batch, CgroupValues(inactive_anon=5 << 20, active_anon=5 << 20, unevictable=0))
+    write_proc(tmp_path / "proc", ProcValues())
+    result = loadline(
+        "agent",
+        "--once",
+        "--once-seconds=1",
+        "--collect-interval=0.25",
+        f"--cgroup-root={tmp_path / 'cgroup'}",
+        f"--proc-root={tmp_path / 'proc'}",
+        "--node-name=fixture",
+    )
+    assert result.returncode == 0, result.stderr
+    model = NodeMetric.from_wire(yaml.safe_load(result.stdout))
+    assert model.status is not None and model.status.pods_metric is not None
+    pods = {p.name: p for p in model.status.pods_metric}
+    assert set(pods) == {web.uid, batch.uid}  # no API server: pods are named by their UID
+    assert pods[web.uid].pod_usage.resources["memory"].value() == 30 << 20  # type: ignore[union-attr,index]
+    assert (pods[web.uid].qos, pods[web.uid].priority) == ("LSR", "koord-prod")
+    assert (pods[batch.uid].qos, pods[batch.uid].priority) == ("BE", "koord-batch")
+    total = model.status.node_metric.node_usage.resources["memory"]  # type: ignore[union-attr,index]
+    assert total.value() == (16 - 10) * 1024**3  # MemTotal - MemAvailable of the fixture
+
+
+def test_once_exits_2_on_a_bad_setting() -> None:
+    result = loadline("agent", "--once", "--windows", "5m,soon")
+    assert result.returncode == 2
+    assert "aggregate_windows" in result.stderr and not result.stdout

@@ -1,0 +1,108 @@
+"""Agent settings: flags > LOADLINE_AGENT_* environment > YAML file > defaults; bad values exit 2 naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import AgentSettings, ConfigError, load
+from agent.main import build_parser, main
+from common.api.nodemetric import NodeMemoryCollectPolicy
+
+
+def test_defaults_are_koordinators() -> None:
+    s = load({}, environ={})
+    assert (s.collect_interval_seconds, s.report_interval_seconds, s.aggregate_duration_seconds) == (1.0, 60.0, 300.0)
+    assert s.aggregate_windows == [300.0, 600.0, 1800.0]
+    assert s.node_memory_collect_policy is NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE
+    assert (s.publish_qps, s.publish_burst) == (0.1, 2)
+    assert s.create_nodemetric and s.publish and s.node_name is None
+
+
+def test_precedence_file_env_flags(tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("collect_interval_seconds: 0.5\nreport_interval_seconds: 30\naggregate_windows: [1m, 2m]\n")
+    env = {"LOADLINE_AGENT_REPORT_INTERVAL_SECONDS": "20", "LOADLINE_AGENT_AGGREGATE_WINDOWS": "10s,5s"}
+    s = load({"report_interval_seconds": "10"}, file=config, environ=env)
+    assert s.collect_interval_seconds == 0.5  # file
+    assert s.aggregate_windows == [5.0, 10.0]  # env over file, sorted
+    assert s.report_interval_seconds == 10.0  # flag over env
+
+
+def test_durations_in_seconds_or_go_form() -> None:
+    s = load({"aggregate_windows": "5m0s,1h,90", "collect_interval_seconds": "200ms"}, environ={})
+    assert s.aggregate_windows == [90.0, 300.0, 3600.0]
+    assert s.collect_interval_seconds == 0.2
+    assert s.retention_seconds == 3600.0
+
+
+def test_node_name_from_downward_api_unless_set() -> None:
+    assert load({}, environ={"NODE_NAME": "worker-7"}).node_name == "worker-7"
+    env = {"NODE_NAME": "worker-7", "LOADLINE_AGENT_NODE_NAME": "other"}
+    assert load({}, environ=env).node_name == "other"
+    assert load({"node_name": "flag"}, environ=env).node_name == "flag"
+    with pytest.raises(ConfigError, match="node_name"):
+        load({}, environ={"NODE_NAME": "Not_A_Node"})
+
+
+@pytest.mark.parametrize(
+    ("flags", "field"),
+    [
+        ({"collect_interval_seconds": "-1"}, "collect_interval_seconds"),
+        ({"aggregate_windows": "5m,later"}, "aggregate_windows"),
+        ({"node_memory_collect_policy": "everything"}, "node_memory_collect_policy"),
+        ({"publish_burst": "0"}, "publish_burst"),
+        ({"metrics_port": "70000"}, "metrics_port"),
+        ({"collectors": "node,teleport"}, "collectors"),
+        ({"create_nodemetric": "perhaps"}, "create_nodemetric"),
+        ({"retry_initial_seconds": "10", "retry_max_seconds": "1"}, "retry_max_seconds"),
+    ],
+)
+def test_bad_values_name_the_field(flags: dict[str, str], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        load(flags, environ={})
+
+
+def test_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("collect_interval: 1\n")
+    with pytest.raises(ConfigError, match="collect_interval"):
+        load({}, file=config, environ={})
+
+
+def test_every_setting_is_a_flag() -> None:
+    parser = build_parser()
+    dests = {a.dest for a in parser._actions}
+    assert set(AgentSettings.model_fields) <= dests
+    args = parser.parse_args(
+        ["--windows", "2s,4s", "--create-nodemetric=false", "--publish", "--collect-interval", "0.2"]
+    )
+    assert (args.aggregate_windows, args.create_nodemetric, args.publish) == ("2s,4s", "false", "true")
+    assert args.collect_interval_seconds == "0.2"
+
+
+def test_main_exits_2_on_a_bad_value(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert main(["--once", "--collect-interval-seconds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "collect_interval_seconds" in err and "greater than 0" in err
+    monkeypatch.setenv("LOADLINE_AGENT_PSI", "sometimes")
+    assert main(["--once"]) == 2
+    assert "psi" in capsys.readouterr().err
+
+
+def test_daemon_without_a_node_name_exits_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("NODE_NAME", "LOADLINE_AGENT_NODE_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    assert main([]) == 2
+    assert "node_name: required" in capsys.readouterr().err
+
+
+def test_once_and_simulate_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--once", "--simulate"])
+    assert exc.value.code == 2
+    capsys.readouterr()

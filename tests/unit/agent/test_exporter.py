@@ -1,0 +1,258 @@
+"""/metrics: names, types and labels, window aggregates at pod level only, promtool, the HTTP server."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.collectors.base import SeriesErrors
+from agent.exporter import (
+    AgentTimings,
+    Exporter,
+    ExportInput,
+    Family,
+    NodeSelfState,
+    raw_name,
+    render_self,
+    render_series,
+    window_names,
+)
+from agent.report import PodInfo, ReportPolicy, aggregate
+from agent.sampler import Sampler
+from agent.series import (
+    CPU_CFS_PERIODS,
+    CPU_CFS_THROTTLED_PERIODS,
+    CPU_USAGE_SECONDS,
+    MEMORY_ANON_USAGE_BYTES,
+    MEMORY_WORKING_SET_BYTES,
+    NODE_CPU_CAPACITY_CORES,
+    NODE_CPU_USAGE_SECONDS,
+    NODE_MEMORY_USAGE_BYTES,
+    Kind,
+    Sample,
+    SeriesKey,
+)
+
+UID = "0f0e0d0c-1111-2222-3333-444455556666"
+
+
+class Counting:
+    """Node, pod and container samples whose counters grow by a fixed step per cycle."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._errors = SeriesErrors()
+        self._errors.record(SeriesErrors.VANISHED)
+
+    @property
+    def errors(self) -> SeriesErrors:
+        return self._errors
+
+    def collect(self, now: float) -> Sequence[Sample]:
+        self.n += 1
+        n = self.n
+        return [
+            Sample(SeriesKey(NODE_CPU_USAGE_SECONDS), 2.0 * n, Kind.COUNTER),
+            Sample(SeriesKey(NODE_CPU_CAPACITY_CORES), 8.0),
+            Sample(SeriesKey(NODE_MEMORY_USAGE_BYTES), 4e9 + n),
+            Sample(SeriesKey(CPU_USAGE_SECONDS, UID), 0.5 * n, Kind.COUNTER, UID),
+            Sample(SeriesKey(CPU_USAGE_SECONDS, UID, "app"), 0.4 * n, Kind.COUNTER, "containerd://a"),
+            Sample(SeriesKey(CPU_CFS_PERIODS, UID, "app"), 10.0 * n, Kind.COUNTER, "containerd://a"),
+            Sample(SeriesKey(CPU_CFS_THROTTLED_PERIODS, UID, "app"), 1.0 * n, Kind.COUNTER, "containerd://a"),
+            Sample(SeriesKey(MEMORY_ANON_USAGE_BYTES, UID), 1e8),
+            Sample(SeriesKey(MEMORY_WORKING_SET_BYTES, UID, "app"), 9e7),
+            Sample(SeriesKey("pressure_cpu_waiting_seconds_total", UID), 0.1 * n, Kind.COUNTER, UID),
+            Sample(SeriesKey("gpu_utilization_ratio", "", "", "GPU-1"), 0.5),
+        ]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def sampled(cycles: int = 12) -> tuple[Sampler, ExportInput]:
+    clock = Clock()
+    sampler = Sampler([Counting()], interval=1.0, windows=(10.0,), clock=clock)
+
+    async def run() -> None:
+        for _ in range(cycles):
+            clock.t += 1.0
+            await sampler.cycle()
+
+    asyncio.run(run())
+    agg = aggregate(sampler.ring, clock.t, ReportPolicy(aggregate_duration_seconds=5, windows=(4.0, 10.0)))
+    pods = {UID: PodInfo(UID, "shop", "web-1", "koord-prod", "LS")}
+    return sampler, ExportInput(raw=list(sampler.last_samples), aggregates=agg, pods=pods)
+
+
+def families(text: str) -> dict[str, Any]:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def test_names_follow_conventions_and_cadvisor_shapes() -> None:
+    assert (
+        raw_name(SeriesKey(CPU_USAGE_SECONDS, "u", "c"), Kind.COUNTER) == "loadline_container_cpu_usage_seconds_total"
+    )
+    assert (
+        raw_name(SeriesKey(MEMORY_WORKING_SET_BYTES, "u", "c"), Kind.GAUGE)
+        == "loadline_container_memory_working_set_bytes"
+    )
+    assert raw_name(SeriesKey(NODE_CPU_USAGE_SECONDS), Kind.COUNTER) == "loadline_node_cpu_usage_seconds_total"
+    assert raw_name(SeriesKey("node_infiniband_port_data_received_bytes_total", device="mlx5_0/1"), Kind.COUNTER) == (
+        "loadline_node_infiniband_port_data_received_bytes_total"
+    )
+    assert window_names(SeriesKey("node_cpu_usage_cores")) == (
+        "loadline_node_cpu_usage_window_cores",
+        "loadline_node_cpu_usage_window_avg_cores",
+    )
+    assert window_names(SeriesKey("cpu_cfs_throttled_ratio", "u")) == (
+        "loadline_pod_cpu_cfs_throttled_window_ratio",
+        "loadline_pod_cpu_cfs_throttled_window_avg_ratio",
+    )
+    assert window_names(SeriesKey("rx_bytes_per_second", device="eth0")) == (
+        "loadline_rx_window_bytes_per_second",
+        "loadline_rx_window_avg_bytes_per_second",
+    )
+
+
+def test_raw_series_and_window_aggregates_parse() -> None:
+    _, inp = sampled()
+    found = families(render_series([inp]).decode())
+    cpu = found["loadline_container_cpu_usage_seconds"]  # the parser strips _total from counter families
+    assert cpu.type == "counter"
+    labels = {tuple(sorted(s.labels.items())) for s in cpu.samples}
+    assert (("container", ""), ("namespace", "shop"), ("pod", "web-1")) in labels
+    assert (("container", "app"), ("namespace", "shop"), ("pod", "web-1")) in labels
+    assert found["loadline_node_cpu_usage_seconds"].samples[0].value == 24.0
+    assert found["loadline_container_pressure_cpu_waiting_seconds"].type == "counter"
+    assert found["loadline_node_memory_usage_bytes"].type == "gauge"
+    assert found["loadline_gpu_utilization_ratio"].samples[0].labels == {"device": "GPU-1"}
+
+    node_q = found["loadline_node_cpu_usage_window_cores"]
+    assert node_q.type == "summary"
+    got = {(s.labels["window"], s.labels["quantile"]): s.value for s in node_q.samples}
+    assert got == {(w, q): 2.0 for w in ("4s", "10s") for q in ("0.5", "0.9", "0.95", "0.99")}
+    avg = found["loadline_node_cpu_usage_window_avg_cores"]
+    assert avg.type == "gauge" and {s.labels["window"] for s in avg.samples} == {"4s", "10s"}
+
+    pod_q = found["loadline_pod_cpu_usage_window_cores"]
+    assert {s.labels["pod"] for s in pod_q.samples} == {"web-1"}
+    assert {s.value for s in pod_q.samples} == {0.5}
+    assert all("container" not in s.labels for f in found.values() if "_window_" in f.name for s in f.samples)
+    assert "loadline_system_cpu_usage_window_cores" in found
+    assert "loadline_gpu_utilization_window_ratio" in found  # device series get windows too
+    # container-level series are raw only; the PSI counter is not aggregated either
+    assert not any(name.startswith("loadline_container_") and "_window" in name for name in found)
+
+
+def test_cold_windows_are_absent_not_zero() -> None:
+    _, inp = sampled(cycles=4)  # 3 rates over 2 s: the 10 s window is cold
+    found = families(render_series([inp]).decode())
+    windows = {s.labels["window"] for s in found["loadline_node_cpu_usage_window_cores"].samples}
+    assert windows == {"4s"}
+
+
+def test_series_of_unknown_pods_are_not_exported() -> None:
+    _, inp = sampled()
+    text = render_series([ExportInput(inp.raw, inp.aggregates, pods={})]).decode()
+    assert "loadline_container_" not in text and "loadline_pod_" not in text
+    assert "loadline_node_cpu_usage_seconds_total" in text
+
+
+def test_node_label_when_one_process_exports_many_nodes() -> None:
+    _, inp = sampled()
+    text = render_series([ExportInput(inp.raw, inp.aggregates, inp.pods, node="kwok-1")]).decode()
+    found = families(text)
+    assert all(s.labels.get("node") == "kwok-1" for f in found.values() for s in f.samples)
+
+
+def test_label_values_are_escaped() -> None:
+    family = Family("x", "gauge", "help")
+    family.add([("pod", 'a"b\\c\nd')], 1.0)
+    family.add([("pod", "nan")], float("nan"))  # dropped
+    assert family.lines == ['x{pod="a\\"b\\\\c\\nd"} 1.0']
+
+
+def self_text(sampler: Sampler) -> str:
+    return render_self([NodeSelfState("node-a", sampler)], AgentTimings(0.01, 0.02, 1.7e9, 1), "node", per_node=True)
+
+
+def test_self_metrics() -> None:
+    sampler, _ = sampled()
+    found = families(self_text(sampler))
+    assert found["loadline_agent_build_info"].samples[0].labels["mode"] == "node"
+    success = found["loadline_agent_collector_success"].samples[0]
+    assert success.labels == {"node": "node-a", "collector": "fake"} and success.value == 1.0
+    assert found["loadline_agent_collector_duration_seconds"].samples[0].value >= 0
+    errors = found["loadline_agent_collector_series_errors"].samples
+    assert errors[0].labels["reason"] == "vanished" and errors[0].value == 1.0
+    assert found["loadline_agent_store_series"].samples[0].value == len(sampler.ring)
+    assert found["loadline_agent_collect_cycles"].samples[0].value == 12
+
+
+
+def test_promtool_finds_no_problems(promtool: str) -> None:
+    sampler, inp = sampled()
+
+    class Publisher:  # the self-metrics read only these fields
+        stats = type(
+            "S", (), {"successes": 3, "errors": {"unreachable": 2}, "last_success_unix": 1.7e9, "healthy": True}
+        )()
+
+    text = render_series([inp]).decode() + render_self(
+        [NodeSelfState("node-a", sampler, Publisher())], AgentTimings(0.01, 0.02, 1.7e9, 1), "node", per_node=True
+    )
+    exporter = Exporter("127.0.0.1", 0, live=lambda: text, health=lambda: (True, ""), ready=lambda: (True, ""))
+    body = exporter.metrics_text().decode()  # plus the default registry: process_*, python_*, reflector metrics
+    result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and not result.stdout.strip() and not result.stderr.strip(), (
+        result.stdout + result.stderr
+    )
+    assert list(text_string_to_metric_families(body))
+
+
+def test_server_serves_prepared_bytes_and_health() -> None:
+    ready = [False]
+
+    async def run() -> None:
+        exporter = Exporter(
+            "127.0.0.1",
+            0,
+            live=lambda: "# HELP loadline_agent_x x\n# TYPE loadline_agent_x gauge\nloadline_agent_x 1.0\n",
+            health=lambda: (True, "ok"),
+            ready=lambda: (ready[0], "ok" if ready[0] else "no aggregation yet"),
+            include_default_registry=False,
+        )
+        port = await exporter.start()
+        try:
+            async with aiohttp.ClientSession() as session:
+                base = f"http://127.0.0.1:{port}"
+                async with session.get(base + "/readyz") as r:
+                    assert r.status == 503 and "no aggregation yet" in await r.text()
+                exporter.update(b"# HELP loadline_node_x x\n# TYPE loadline_node_x gauge\nloadline_node_x 2.0\n")
+                ready[0] = True
+                async with session.get(base + "/readyz") as r:
+                    assert r.status == 200
+                async with session.get(base + "/healthz") as r:
+                    assert r.status == 200
+                async with session.get(base + "/metrics") as r:
+                    assert r.status == 200
+                    assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+                    text = await r.text()
+            assert set(families(text)) == {"loadline_node_x", "loadline_agent_x"}
+            assert exporter.scrapes == 1
+        finally:
+            await exporter.stop()
+
+    asyncio.run(run())

@@ -1,0 +1,182 @@
+"""Simulated nodes: usage profiles from annotations, draws, and the same sampler/report path as real nodes."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.report import PodInfo, ReportPolicy, aggregate, build_status
+from agent.sampler import Sampler
+from agent.series import (
+    CPU_USAGE_CORES,
+    MEMORY_ANON_USAGE_BYTES,
+    NODE_CPU_USAGE_CORES,
+    SYSTEM_CPU_USAGE_CORES,
+    SeriesKey,
+)
+from agent.simulate import (
+    ProfileError,
+    SimulatedNodeCollector,
+    SimulationParams,
+    draw_cpu,
+    node_capacity,
+    node_selected,
+    usage_profile,
+)
+
+Mi = 1024 * 1024
+PARAMS = SimulationParams(usage_fraction=0.5, burstiness=0.3, node_noise=0.1, system_cpu=0.2, system_memory=512 * Mi)
+
+
+def pod(
+    uid: str,
+    annotations: dict[str, str] | None = None,
+    requests: dict[str, str] | None = None,
+    limits: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if limits:
+        resources["limits"] = limits
+    return {
+        "metadata": {
+            "uid": uid,
+            "namespace": "ns",
+            "name": uid,
+            "resourceVersion": "1",
+            "annotations": annotations or {},
+        },
+        "spec": {"nodeName": "kwok-0", "containers": [{"name": "c", "resources": resources}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_profile_from_annotations() -> None:
+    p = usage_profile(
+        pod(
+            "a",
+            {
+                "loadline.io/simulated-cpu": "1500m",
+                "loadline.io/simulated-memory": "2Gi",
+                "loadline.io/simulated-burstiness": "0.8",
+            },
+        ),
+        PARAMS,
+    )
+    assert (p.cpu, p.memory, p.burstiness) == (1.5, 2048 * Mi, 0.8)
+
+
+def test_profile_defaults_to_a_fraction_of_requests_then_limits() -> None:
+    p = usage_profile(pod("a", requests={"cpu": "2", "memory": "1Gi"}, limits={"cpu": "4"}), PARAMS)
+    assert (p.cpu, p.memory, p.burstiness, p.cpu_limit) == (1.0, 512 * Mi, 0.3, 4.0)
+    p = usage_profile(pod("b", limits={"cpu": "500m", "memory": "256Mi"}), PARAMS)
+    assert (p.cpu, p.memory) == (0.25, 128 * Mi)
+    p = usage_profile(pod("c"), PARAMS)  # BestEffort: a fraction of 100m / 128Mi
+    assert (p.cpu, p.memory) == (0.05, 64 * Mi)
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [
+        {"loadline.io/simulated-cpu": "lots"},
+        {"loadline.io/simulated-memory": "-1Gi"},
+        {"loadline.io/simulated-burstiness": "high"},
+        {"loadline.io/simulated-burstiness": "-0.5"},
+    ],
+)
+def test_invalid_annotations_are_errors(annotations: dict[str, str]) -> None:
+    with pytest.raises(ProfileError, match=r"loadline\.io/simulated-"):
+        usage_profile(pod("a", annotations), PARAMS)
+
+
+def test_cpu_draws_have_the_declared_mean_and_variation() -> None:
+    rng = np.random.default_rng(7)
+    draws = np.array([draw_cpu(rng, 2.0, 0.5) for _ in range(20000)])
+    assert draws.min() >= 0
+    assert draws.mean() == pytest.approx(2.0, rel=0.03)
+    assert draws.std() / draws.mean() == pytest.approx(0.5, rel=0.05)
+    assert draw_cpu(rng, 2.0, 0.0) == 2.0 and draw_cpu(rng, 0.0, 1.0) == 0.0
+
+
+def test_node_selection_and_capacity() -> None:
+    node = {
+        "metadata": {"annotations": {"kwok.x-k8s.io/node": "fake"}},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi"}},
+    }
+    assert node_selected(node, "kwok.x-k8s.io/node") and node_selected(node, "kwok.x-k8s.io/node=fake")
+    assert not node_selected(node, "kwok.x-k8s.io/node=real") and not node_selected(
+        {"metadata": {}}, "kwok.x-k8s.io/node"
+    )
+    assert node_selected({"metadata": {}}, "")
+    assert node_capacity(node) == (32.0, 256 * 1024**3)
+    assert node_capacity({"status": {"capacity": {"cpu": "4"}}}) == (4.0, 0.0)
+
+
+def simulate(
+    pods: list[dict[str, Any]], cycles: int, *, cpu: float = 16.0, params: SimulationParams = PARAMS
+) -> tuple[Sampler, float]:
+    collector = SimulatedNodeCollector("kwok-0", lambda: pods, params, cpu=cpu, memory=64 * 1024**3, seed=3)
+    now = [1000.0]
+    sampler = Sampler([collector], interval=1.0, windows=(cycles + 10.0,), clock=lambda: now[0])
+
+    async def run() -> None:
+        for _ in range(cycles):
+            now[0] += 1.0
+            await sampler.cycle()
+
+    asyncio.run(run())
+    return sampler, now[0]
+
+
+def test_simulated_node_through_the_real_sampler_and_report() -> None:
+    pods = [
+        pod(
+            "web",
+            {
+                "loadline.io/simulated-cpu": "1",
+                "loadline.io/simulated-memory": "1Gi",
+                "loadline.io/simulated-burstiness": "0.2",
+            },
+        ),
+        pod("batch", requests={"cpu": "4", "memory": "4Gi"}, annotations={"loadline.io/simulated-burstiness": "0"}),
+        {**pod("done"), "status": {"phase": "Succeeded"}},
+    ]
+    sampler, now = simulate(pods, 400)
+    policy = ReportPolicy(aggregate_duration_seconds=300, windows=(300,))
+    agg = aggregate(sampler.ring, now, policy)
+    assert agg.avg(SeriesKey(CPU_USAGE_CORES, "web")) == pytest.approx(1.0, rel=0.05)
+    assert agg.avg(SeriesKey(CPU_USAGE_CORES, "batch")) == pytest.approx(2.0, rel=1e-3)  # steady: half the request
+    assert agg.avg(SeriesKey(MEMORY_ANON_USAGE_BYTES, "web")) == pytest.approx(1024 * Mi, rel=0.01)
+    assert agg.avg(SeriesKey(CPU_USAGE_CORES, "done")) is None
+    # the node's own usage: noise around the configured system share
+    assert agg.avg(SeriesKey(SYSTEM_CPU_USAGE_CORES)) == pytest.approx(0.2, rel=0.1)
+    window = agg.window(SeriesKey(NODE_CPU_USAGE_CORES), 300)
+    assert window is not None and window["p99"] > window["p50"] > 3.0
+    infos = {p["metadata"]["uid"]: PodInfo.from_pod(p) for p in pods[:2]}
+    status = build_status(agg, infos).to_wire()
+    assert [p["name"] for p in status["podsMetric"]] == ["batch", "web"]
+    assert status["nodeMetric"]["aggregatedNodeUsages"][0]["usage"]["p95"]["resources"]["cpu"]
+
+
+def test_pods_never_use_more_cpu_than_the_node_has() -> None:
+    hogs = [
+        pod(f"hog{i}", {"loadline.io/simulated-cpu": "3", "loadline.io/simulated-burstiness": "0"}) for i in range(4)
+    ]
+    sampler, now = simulate(hogs, 20, cpu=8.0)
+    agg = aggregate(sampler.ring, now, ReportPolicy(aggregate_duration_seconds=10, windows=(10,)))
+    total = sum(agg.avg(SeriesKey(CPU_USAGE_CORES, f"hog{i}")) or 0 for i in range(4))
+    assert total == pytest.approx(8.0, rel=1e-3)
+    assert agg.avg(SeriesKey(NODE_CPU_USAGE_CORES)) == pytest.approx(8.0, rel=1e-3)
+
+
+def test_an_invalid_annotation_falls_back_to_the_default_profile() -> None:
+    bad = pod("bad", {"loadline.io/simulated-cpu": "lots"}, requests={"cpu": "1"})
+    collector = SimulatedNodeCollector("kwok-0", lambda: [bad], PARAMS, cpu=4, memory=1024**3, seed=1)
+    profile = collector.profile(bad)
+    assert profile.cpu == 0.5 and collector.errors.by_reason == {"garbage": 1}
+    collector.profile(bad)  # cached by resourceVersion: not re-parsed, not re-logged
+    assert collector.errors.by_reason == {"garbage": 1}

@@ -1,0 +1,314 @@
+"""The manager's per-node reconcile against an in-memory API: what it writes, when, and what it leaves alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.kube.events import EventRecorder
+from common.kube.reflector import Reflector
+from manager.batch import BatchWriter, status_patch
+from manager.controller import Controller
+from manager.main import main
+from manager.noderesource.model import BatchStrategy, BatchVerdict, NodeMetricSnapshot, ResourcePair
+from manager.objects import NODE_METRIC, SpecWriter
+from tests.unit.manager.fakes import FakeHTTP
+
+GI = 1024**3
+NOW = datetime(2026, 7, 24, 6, 0, 0, tzinfo=UTC)
+NM = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
+SLO = "/apis/slo.koordinator.sh/v1alpha1/nodeslos"
+
+
+def feed(reflector: Reflector, kind: str, obj: dict[str, Any]) -> None:
+    """What the reflector does for a watch event: update the store, call the handlers."""
+    key = (
+        obj["metadata"]["name"]
+        if "namespace" not in obj["metadata"]
+        else f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+    )
+    old = reflector.store.get(key)
+    if kind == "DELETED":
+        reflector.store.pop(key, None)
+        reflector._emit("DELETED", obj, None)
+    else:
+        reflector.store[key] = obj
+        reflector._emit("MODIFIED" if old is not None else "ADDED", obj, old)  # type: ignore[arg-type]
+
+
+def add_node(controller: Controller, http: FakeHTTP, obj: dict[str, Any]) -> None:
+    """The Node exists on the (fake) server, which answers status patches with the whole object, and in the watch."""
+    http.objects[f"/api/v1/nodes/{obj['metadata']['name']}"] = json.loads(json.dumps(obj))
+    feed(controller.nodes, "ADDED", obj)
+
+
+def node(name: str, **extra_status: Any) -> dict[str, Any]:
+    resources = {"cpu": "10", "memory": "20Gi"}
+    return {
+        "metadata": {"name": name, "labels": {"pool": "a"}, "annotations": {}, "resourceVersion": "1"},
+        "status": {"capacity": {**resources, **extra_status}, "allocatable": {**resources, **extra_status}},
+    }
+
+
+def nodemetric(name: str, *, updated: datetime, web_cpu: str = "1", system_cpu: str = "500m") -> dict[str, Any]:
+    return {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": name, "resourceVersion": "5"},
+        "spec": {},
+        "status": {
+            "updateTime": updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": "1Gi"}}},
+            "podsMetric": [
+                {
+                    "namespace": "ns",
+                    "name": "web",
+                    "priority": "koord-prod",
+                    "podUsage": {"resources": {"cpu": web_cpu, "memory": "2Gi"}},
+                }
+            ],
+        },
+    }
+
+
+def web_pod(node_name: str = "n1") -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "ns", "name": "web", "labels": {"koordinator.sh/priority-class": "koord-prod"}},
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+@pytest.fixture
+def setup() -> tuple[Controller, FakeHTTP, Callable[[datetime], None]]:
+    http = FakeHTTP()
+    clock = {"now": NOW}
+    controller = Controller(
+        http.as_kube(),
+        namespace="loadline-system",
+        config_map="slo-controller-config",
+        recorder=EventRecorder(http.as_kube(), "loadline-manager", "test"),
+        now=lambda: clock["now"],
+    )
+    config = {
+        "colocation-config": json.dumps({"enable": True}),
+        "resource-threshold-config": json.dumps(
+            {"clusterStrategy": {"enable": True, "cpuSuppressThresholdPercent": 55}}
+        ),
+    }
+    feed(
+        controller.configmap,
+        "ADDED",
+        {"metadata": {"name": "slo-controller-config", "namespace": "loadline-system"}, "data": config},
+    )
+
+    def set_now(value: datetime) -> None:
+        clock["now"] = value
+
+    return controller, http, set_now
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def status_patches(http: FakeHTTP) -> list[Any]:
+    return [body for method, path, body in http.calls if method == "PATCH" and path == "/api/v1/nodes/n1/status"]
+
+
+def test_a_new_node_gets_its_nodemetric_and_nodeslo_and_no_batch_resources_yet(setup: Any) -> None:
+    controller, http, _ = setup
+    feed(controller.nodes, "ADDED", node("n1"))
+    run(controller.reconcile("n1"))
+    created = {path: body for method, path, body in http.calls if method == "POST"}
+    assert created[NM]["spec"] == {
+        "metricCollectPolicy": {
+            "aggregateDurationSeconds": 300, "reportIntervalSeconds": 60,
+            "nodeAggregatePolicy": {"durations": ["5m0s", "10m0s", "30m0s"]}, "nodeMemoryCollectPolicy": "usageWithoutPageCache",
+        }
+    }  # fmt: skip
+    assert created[SLO]["metadata"] == {"name": "n1"}
+    assert created[SLO]["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 55
+    assert status_patches(http) == []  # no NodeMetric status: nothing to add, nothing to remove
+    assert controller.batch.verdicts["n1"] is BatchVerdict.NODE_METRIC_MISSING
+
+    http.calls.clear()
+    run(controller.reconcile("n1"))  # everything in sync: no writes at all
+    assert http.writes() == []
+
+
+def test_batch_resources_written_then_throttled_by_the_diff_threshold(setup: Any) -> None:
+    controller, http, set_now = setup
+    add_node(controller, http, node("n1"))
+    feed(controller.pods, "ADDED", web_pod())
+    feed(controller.nodemetrics, "ADDED", nodemetric("n1", updated=NOW - timedelta(minutes=1)))
+    run(controller.reconcile("n1"))
+    # cpu 10000 - 40% 4000 - system 500 - web 1000 = 4500; memory 20Gi - int(20Gi*0.35) - 1Gi - 2Gi
+    memory = 20 * GI - int(20 * GI * 0.35) - GI - 2 * GI
+    assert status_patches(http) == [status_patch({BATCH_CPU: 4500, BATCH_MEMORY: memory})]
+    assert status_patches(http)[0]["status"]["capacity"] == {BATCH_CPU: "4500", BATCH_MEMORY: str(memory)}
+    assert controller.nodes.store["n1"]["status"]["allocatable"][BATCH_CPU] == "4500"  # our write, seen at once
+
+    skipped = REGISTRY.get_sample_value("loadline_manager_batch_skipped_writes_total") or 0
+    http.calls.clear()
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("n1", updated=NOW, web_cpu="1200m"))  # 4300: -4.4 %
+    run(controller.reconcile("n1"))
+    assert status_patches(http) == []
+    assert REGISTRY.get_sample_value("loadline_manager_batch_skipped_writes_total") == skipped + 1
+
+    set_now(NOW + timedelta(seconds=301))  # ... unless updateTimeThresholdSeconds passed since our last write
+    run(controller.reconcile("n1"))
+    assert [p["status"]["allocatable"][BATCH_CPU] for p in status_patches(http)] == ["4300"]
+
+    http.calls.clear()
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("n1", updated=NOW + timedelta(seconds=300), web_cpu="3"))
+    run(controller.reconcile("n1"))  # web uses 3 cores (above its request): 10000-4000-500-3000 = 2500, beyond 10 %
+    assert [p["status"]["allocatable"][BATCH_CPU] for p in status_patches(http)] == ["2500"]
+
+
+def test_stale_nodemetric_or_colocation_off_removes_the_batch_resources(setup: Any) -> None:
+    controller, http, _ = setup
+    add_node(controller, http, node("n1", **{BATCH_CPU: "4500", BATCH_MEMORY: "1Gi"}))
+    feed(controller.nodemetrics, "ADDED", nodemetric("n1", updated=NOW - timedelta(minutes=16)))
+    run(controller.reconcile("n1"))
+    assert status_patches(http) == [status_patch({})]
+    assert status_patches(http)[0]["status"]["allocatable"] == {BATCH_CPU: None, BATCH_MEMORY: None}
+    assert controller.batch.verdicts["n1"] is BatchVerdict.NODE_METRIC_EXPIRED
+
+    # fresh again, then the node's own annotation turns colocation off
+    http.calls.clear()
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("n1", updated=NOW))
+    run(controller.reconcile("n1"))
+    assert len(status_patches(http)) == 1
+    disabled = json.loads(json.dumps(controller.nodes.store["n1"]))
+    disabled["metadata"]["annotations"]["node.koordinator.sh/colocation-strategy"] = '{"enable": false}'
+    feed(controller.nodes, "MODIFIED", disabled)
+    run(controller.reconcile("n1"))
+    assert status_patches(http)[-1] == status_patch({})
+    assert controller.batch.verdicts["n1"] is BatchVerdict.COLOCATION_DISABLED
+
+
+def test_the_moment_a_nodemetric_goes_stale_is_scheduled() -> None:
+    writer = BatchWriter(FakeHTTP().as_kube())
+    metric = NodeMetricSnapshot(update_time=NOW - timedelta(minutes=10), system_usage=ResourcePair(0, 0))
+    current = node("n1", **{BATCH_CPU: "6000", BATCH_MEMORY: str(20 * GI - int(20 * GI * 0.35))})
+    result = run(writer.sync(current, [], metric, BatchStrategy(enable=True), NOW))
+    assert not result.decision.write
+    assert result.recheck_after == pytest.approx(5 * 60 + 1)  # 15 min after the update, plus a second
+
+
+def test_a_node_that_goes_takes_its_nodemetric_and_nodeslo_and_orphans_are_found(setup: Any) -> None:
+    controller, http, _ = setup
+    feed(controller.nodes, "ADDED", node("n1"))
+    run(controller.reconcile("n1"))
+    feed(controller.nodemetrics, "ADDED", http.objects[f"{NM}/n1"])
+    feed(controller.nodeslos, "ADDED", http.objects[f"{SLO}/n1"])
+    feed(controller.nodemetrics, "ADDED", {"metadata": {"name": "ghost"}, "spec": {}})  # no node of that name
+    feed(controller.nodes, "DELETED", node("n1"))
+    controller._enqueue_all()
+    assert {"n1", "ghost"} <= set(controller.queue._queue)
+    run(controller.reconcile("n1"))
+    run(controller.reconcile("ghost"))
+    deleted = [path for method, path, _ in http.calls if method == "DELETE"]
+    assert deleted == [f"{NM}/n1", f"{SLO}/n1", f"{NM}/ghost"]
+    assert "n1" not in controller.batch.verdicts
+
+
+def test_pod_events_keep_the_per_node_index_and_enqueue_the_nodes_they_touch(setup: Any) -> None:
+    controller, _, _ = setup
+    feed(controller.pods, "ADDED", web_pod("n1"))
+    assert set(controller.pods_by_node["n1"]) == {"ns/web"}
+    assert list(controller.queue._queue) == ["n1"]
+    controller.queue = type(controller.queue)()
+    status_only = web_pod("n1")
+    status_only["status"]["podIP"] = "10.0.0.9"  # nothing the batch formula reads
+    feed(controller.pods, "MODIFIED", status_only)
+    assert len(controller.queue) == 0
+    feed(controller.pods, "MODIFIED", web_pod("n2"))  # rebound (as after a re-creation)
+    assert set(controller.queue._queue) == {"n1", "n2"}
+    assert controller.pods_by_node["n1"] == {} and set(controller.pods_by_node["n2"]) == {"ns/web"}
+    feed(controller.pods, "DELETED", web_pod("n2"))
+    assert controller.pods_by_node["n2"] == {}
+
+
+def test_node_heartbeats_do_not_enqueue_but_label_changes_do(setup: Any) -> None:
+    controller, _, _ = setup
+    feed(controller.nodes, "ADDED", node("n1"))
+    controller.queue = type(controller.queue)()
+    beat = node("n1")
+    beat["status"]["conditions"] = [{"type": "Ready", "lastHeartbeatTime": "now"}]
+    feed(controller.nodes, "MODIFIED", beat)
+    assert len(controller.queue) == 0
+    relabelled = node("n1")
+    relabelled["metadata"]["labels"]["pool"] = "b"
+    feed(controller.nodes, "MODIFIED", relabelled)
+    assert list(controller.queue._queue) == ["n1"]
+
+
+def test_a_spec_the_server_normalises_is_not_written_again_and_again() -> None:
+    http = FakeHTTP()
+    writer = SpecWriter(http.as_kube(), NODE_METRIC)
+    desired = {"aggregateDurationSeconds": 300, "reportIntervalSeconds": 60}
+    stored = run(writer.ensure("n1", None, desired))
+    # the server answers with a form that differs from what we sent (defaulting, number forms, pruning)
+    stored["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] = 60.0
+    stored["spec"]["metricCollectPolicy"]["extra"] = "defaulted"
+    writer._stored_as["n1"] = (
+        writer._stored_as["n1"][0],
+        json.dumps(stored["spec"]["metricCollectPolicy"], sort_keys=True, separators=(",", ":")),
+    )
+    assert writer.in_sync("n1", stored, desired)
+    assert run(writer.ensure("n1", stored, desired)) is None
+    assert not writer.in_sync("n1", stored, {**desired, "reportIntervalSeconds": 30})  # a real change still writes
+
+
+def test_start_up_configuration_errors_name_the_field(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--lease-duration=5", "--renew-deadline=10"]) == 2
+    err = capsys.readouterr().err
+    assert "lease_duration_seconds > renew_deadline_seconds" in err
+    assert main(["--workers=0"]) == 2
+    assert "workers" in capsys.readouterr().err
+
+
+def test_leading_workers_retry_through_an_api_outage_and_log_it_once(
+    setup: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from common.kube.http import KubeError
+
+    controller, http, _ = setup
+    for name in ("n1", "n2"):
+        add_node(controller, http, node(name))
+    for reflector in controller.reflectors:
+        reflector.synced.set()
+    # the first NodeMetric create finds the API server away
+    http.fail[("POST", NM)] = KubeError(0, "ClientConnectorError: connection refused")
+
+    async def body() -> None:
+        task = asyncio.create_task(controller.lead())
+        try:
+            for _ in range(100):
+                if f"{SLO}/n1" in http.objects and f"{SLO}/n2" in http.objects:
+                    break
+                await asyncio.sleep(0.05)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    with caplog.at_level("INFO", logger="loadline.manager"):
+        run(body())
+    assert ("POST", NM) not in http.fail  # the failure happened
+    assert f"{NM}/n1" in http.objects and f"{NM}/n2" in http.objects  # and was retried after the backoff
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("unreachable" in m for m in messages) == 1
+    assert sum("reachable again" in m for m in messages) == 1
+    assert REGISTRY.get_sample_value("loadline_manager_leader") == 0  # not leading any more
