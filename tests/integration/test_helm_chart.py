@@ -1,0 +1,111 @@
+"""The Helm chart: lints, renders flags the components accept, and installs on a real API server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.harness.build import KUBERNETES_VERSION
+from tests.harness.controlplane import REPO_ROOT, ControlPlane
+
+pytestmark = pytest.mark.integration
+CHART = REPO_ROOT / "deploy" / "helm" / "loadline"
+
+
+def helm(plane: ControlPlane, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [str(plane.binary("helm")), f"--kubeconfig={plane.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"HOME": str(plane.root / "helm-home"), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+    return proc
+
+
+def rendered(plane: ControlPlane, *values: str) -> list[dict[str, Any]]:
+    out = helm(plane, "template", "loadline", str(CHART), "-n", "loadline-system", "--include-crds",
+               f"--kube-version={KUBERNETES_VERSION}", *values).stdout  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def test_chart_lints_and_renders_every_component(cluster: ControlPlane) -> None:
+    lint = helm(cluster, "lint", str(CHART), "--strict", f"--kube-version={KUBERNETES_VERSION}")
+    assert "0 chart(s) failed" in lint.stdout
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in rendered(cluster))
+    for expected in [
+        "DaemonSet/loadline-agent",
+        "Deployment/loadline-manager",
+        "Deployment/loadline-scheduler",
+        "Deployment/loadline-descheduler",
+        "CustomResourceDefinition/nodemetrics.slo.koordinator.sh",
+        "PriorityClass/koord-prod",
+        "PriorityClass/koord-free",
+        "ConfigMap/slo-controller-config",
+    ]:
+        assert expected in kinds
+    without = [d["kind"] for d in rendered(cluster, "--set", "priorityClasses.create=false", "--set", "descheduler.enabled=false")]
+    assert "PriorityClass" not in without and without.count("Deployment") == 2
+
+
+def test_every_flag_in_the_chart_is_one_the_component_accepts(cluster: ControlPlane) -> None:
+    workloads = [d for d in rendered(cluster) if d["kind"] in ("DaemonSet", "Deployment")]
+    assert len(workloads) == 4
+    for workload in workloads:
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        assert container["command"][0] == "loadline"
+        help_text = subprocess.run(
+            [sys.executable, "-m", "common.cli", container["command"][1], "--help"],
+            capture_output=True, text=True, check=True, cwd=REPO_ROOT,
+        ).stdout  # fmt: skip
+        for arg in container["args"]:
+            flag = arg.split("=", 1)[0]
+            assert flag in help_text, f"{workload['metadata']['name']}: {flag} is not a flag of loadline {container['command'][1]}"
+
+
+def test_chart_configs_are_accepted_by_the_components(cluster: ControlPlane) -> None:
+    from manager.nodeslo.config import SLOControllerConfig, parse_slo_controller_config
+    from scheduler_plugin.descheduler.args import LowNodeLoadArgs
+
+    configs = {d["metadata"]["name"]: d for d in rendered(cluster) if d["kind"] == "ConfigMap"}
+    parsed = parse_slo_controller_config(configs["slo-controller-config"]["data"])
+    assert isinstance(parsed, SLOControllerConfig), parsed  # a list of errors otherwise
+    args = yaml.safe_load(configs["loadline-descheduler-config"]["data"]["descheduler.yaml"])
+    LowNodeLoadArgs.model_validate(args)
+    scheduler = yaml.safe_load(configs["loadline-scheduler-config"]["data"]["scheduler.yaml"])
+    assert scheduler["profiles"][0]["schedulerName"] == "loadline-scheduler"
+
+
+def test_helm_install_and_uninstall_on_the_real_api_server(cluster: ControlPlane) -> None:
+    namespace = "loadline-chart-test"
+    # Our CRDs are already installed by the harness, as Koordinator's would be: --skip-crds.
+    helm(cluster, "install", "loadline", str(CHART), "-n", namespace, "--create-namespace", "--skip-crds",
+         "--set", "priorityClasses.create=false")  # fmt: skip
+    try:
+        objects = json.loads(cluster.kubectl("get", "daemonsets,deployments,configmaps,serviceaccounts", "-n", namespace, "-o", "json").stdout)
+        names = {f"{o['kind']}/{o['metadata']['name']}" for o in objects["items"]}
+        assert {"DaemonSet/loadline-agent", "Deployment/loadline-manager", "Deployment/loadline-scheduler",
+                "Deployment/loadline-descheduler", "ConfigMap/slo-controller-config"} <= names  # fmt: skip
+        roles = cluster.kubectl("get", "clusterroles", "-o", "name").stdout.split()
+        assert "clusterrole.rbac.authorization.k8s.io/loadline-agent" in roles
+        status = json.loads(helm(cluster, "status", "loadline", "-n", namespace, "-o", "json").stdout)
+        assert status["info"]["status"] == "deployed"
+    finally:
+        helm(cluster, "uninstall", "loadline", "-n", namespace, "--wait", check=False)
+    left = cluster.kubectl("get", "deployments,daemonsets", "-n", namespace, "-o", "name").stdout.split()
+    assert left == []
+
+
+def test_chart_crds_are_the_generated_ones() -> None:
+    link = CHART / "crds"
+    assert link.is_symlink() and link.resolve() == (REPO_ROOT / "deploy" / "crds").resolve()
+    assert sorted(p.name for p in Path(link).glob("*.yaml")) == sorted(p.name for p in (REPO_ROOT / "deploy" / "crds").glob("*.yaml"))
