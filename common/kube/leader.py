@@ -67,6 +67,7 @@ class LeaderElector:
         self.is_leader = False
         self.became_leader = asyncio.Event()
         self._observed: tuple[Any, ...] | None = None
+        self._failing: str | None = None  # last failure logged, so each state change is logged once
         self._observed_at = 0.0
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
 
@@ -76,7 +77,7 @@ class LeaderElector:
             lease = await self.http.get(self._path)
         except KubeError as exc:
             if not exc.is_not_found:
-                log.debug("reading lease %s failed: %s", self.name, exc)
+                self._note_failure(f"reading the Lease failed: {exc}")
                 return False
             spec: dict[str, Any] = {
                 "holderIdentity": self.identity,
@@ -93,8 +94,11 @@ class LeaderElector:
             }
             try:
                 await self.http.create(self._path.rsplit("/", 1)[0], body)
-            except KubeError:
+            except KubeError as create_error:
+                if not create_error.is_conflict:  # a conflict is a rival winning the race: normal
+                    self._note_failure(f"creating the Lease failed: {create_error}")
                 return False
+            self._note_failure(None)
             self._observe(spec)
             return True
 
@@ -113,10 +117,21 @@ class LeaderElector:
         lease["spec"] = spec
         try:
             await self.http.replace(self._path, lease)  # resourceVersion in the body: a lost race is a 409
-        except KubeError:
+        except KubeError as exc:
+            if not exc.is_conflict:
+                self._note_failure(f"updating the Lease failed: {exc}")
             return False
+        self._note_failure(None)
         self._observe(spec)
         return True
+
+    def _note_failure(self, problem: str | None) -> None:
+        """Warn once when Lease calls start failing (e.g. a missing namespace), once when they work again."""
+        if problem is not None and self._failing is None:
+            log.warning("leader election %s/%s: %s; retrying", self.namespace, self.name, problem)
+        elif problem is None and self._failing is not None:
+            log.info("leader election %s/%s: Lease calls work again", self.namespace, self.name)
+        self._failing = problem
 
     def _observe(self, spec: dict[str, Any]) -> None:
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseDurationSeconds"))

@@ -151,9 +151,9 @@ class Reflector:
                     RELISTS.labels(self.name).inc()
                     await self._list()
                     need_list = False
+                    self._state(True)  # the API server answers again: say so now, not when the watch ends
+                    backoff = 0.5
                 await self._watch()
-                self._state(True)
-                backoff = 0.5
             except KubeError as exc:
                 if exc.is_gone:
                     need_list = True  # our resourceVersion is too old: the store is re-synced by a list

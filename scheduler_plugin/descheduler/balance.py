@@ -15,7 +15,7 @@ Steps per node pool, in order (Koordinator's LowNodeLoad Balance):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,8 +66,12 @@ def plan_round(
     *,
     detectors: DetectorStore,
     now: float,
+    refused: Collection[tuple[str, str]] = (),
 ) -> RoundPlan:
-    """Plan one round at time ``now`` (epoch seconds). Never raises on malformed cluster data."""
+    """Plan one round at time ``now`` (epoch seconds). Never raises on malformed cluster data.
+
+    ``refused``: (namespace, name) of pods not to plan this round (their eviction was refused lately).
+    """
     plan = RoundPlan()
     if args.paused:
         plan.paused = True
@@ -83,7 +87,7 @@ def plan_round(
             else:
                 bucket.append(pod)
 
-    ctx = _RoundContext(args, plan, detectors, now, limits, PodFilter.from_args(args))
+    ctx = _RoundContext(args, plan, detectors, now, limits, PodFilter.from_args(args, refused))
     processed: set[str] = set()
     for pool in resolve_pools(args):
         selector = compile_label_selector(pool.node_selector)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 from scheduler_plugin.descheduler.args import PROTECTED_NAMESPACES, LowNodeLoadArgs
 from scheduler_plugin.descheduler.model import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_MIRROR_POD, PodSnapshot
@@ -19,6 +20,7 @@ SKIP_SELECTOR = "not matched by podSelectors"
 SKIP_EVICTION_COST = "eviction-cost is MaxInt32"
 SKIP_CRITICAL = "system-critical priority"
 SKIP_LOCAL_STORAGE = "local storage"
+SKIP_REFUSED = "eviction recently refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +46,18 @@ class PodFilter:
     namespaces: NamespaceFilter
     selector: LabelMatcher
     evict_local_storage: bool
+    # (namespace, name) of pods whose eviction the API server refused recently (a PodDisruptionBudget
+    # said "not now"); the I/O layer keeps them out for a while so they do not take the round's
+    # per-node slots every round while other pods could relieve the node.
+    refused: frozenset[tuple[str, str]] = field(default_factory=frozenset)
 
     @classmethod
-    def from_args(cls, args: LowNodeLoadArgs) -> PodFilter:
+    def from_args(cls, args: LowNodeLoadArgs, refused: Collection[tuple[str, str]] = ()) -> PodFilter:
         return cls(
             namespaces=NamespaceFilter.from_args(args),
             selector=compile_any_of([s.selector for s in args.pod_selectors]),
             evict_local_storage=args.evict_local_storage_pods,
+            refused=frozenset(refused),
         )
 
     def blocker(self, pod: PodSnapshot) -> str | None:
@@ -67,6 +74,8 @@ class PodFilter:
             return SKIP_SELECTOR
         if eviction_cost(pod) >= EVICTION_COST_NEVER:
             return SKIP_EVICTION_COST
+        if self.refused and pod.key in self.refused:
+            return SKIP_REFUSED
         # The descheduler's evict annotation opts a pod in despite the default evictor's checks.
         if ANNOTATION_DESCHEDULER_EVICT in pod.annotations:
             return None

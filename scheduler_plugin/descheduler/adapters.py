@@ -1,0 +1,362 @@
+"""API objects (Node, Pod, NodeMetric, workload dicts as watches deliver them) → the core's records.
+
+Nothing here raises on what the cluster holds: a field that does not parse becomes ``None``/NaN
+(the core skips the node or refuses to place the pod) or, for a NodeMetric, a ``problem`` string
+naming the field, so the round can skip that node and say why.
+
+Units follow the core (model.py): cpu in millicores, everything else by value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from common.api import constants as c
+from common.api.pod import kube_qos_class, pod_requests
+from common.api.quantity import Quantity, QuantityError
+from scheduler_plugin.descheduler.model import (
+    NodeMetricSnapshot,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    NodeSnapshot,
+    OwnerRef,
+    PodSnapshot,
+    ResourceValues,
+    Taint,
+    Toleration,
+)
+
+JSON = Mapping[str, Any]
+NAN = math.nan
+
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def _is_map(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    # JSON from the API server is made of dicts; the dict check first keeps the common case off
+    # the (slow) ABC instance check.
+    return value if _is_map(value) else _EMPTY
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _map(value).items()}
+
+
+# Quantity text repeats a lot across pods and reports ("100m", "1Gi"); parsing is the expensive part.
+_SCALAR_MEMO: dict[tuple[bool, str], float] = {}
+_SCALAR_MEMO_LIMIT = 100_000
+
+
+def scalar_value(name: str, raw: Any) -> float:
+    """One quantity in the core's unit; NaN when it does not parse."""
+    key = (name == c.RESOURCE_CPU, raw) if type(raw) is str else None
+    if key is not None:
+        found = _SCALAR_MEMO.get(key)
+        if found is not None:
+            return found
+    try:
+        q = Quantity.parse(raw)
+        value = float(q.milli_value() if name == c.RESOURCE_CPU else q.value())
+    except (QuantityError, TypeError, ValueError):
+        value = NAN
+    if key is not None:
+        if len(_SCALAR_MEMO) >= _SCALAR_MEMO_LIMIT:
+            _SCALAR_MEMO.clear()
+        _SCALAR_MEMO[key] = value
+    return value
+
+
+def parse_time(raw: Any) -> float | None:
+    """RFC 3339 text → epoch seconds; None when absent or malformed."""
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        parsed = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo else None
+
+
+# ----------------------------------------------------------------------------- nodes
+def node_snapshot(obj: JSON) -> NodeSnapshot:
+    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+    allocatable: dict[str, float | None] = {
+        str(name): scalar_value(str(name), raw) for name, raw in _map(status.get("allocatable")).items()
+    }
+    taints = tuple(
+        Taint(key=str(t.get("key", "")), value=str(t.get("value", "") or ""), effect=str(t.get("effect", "")))
+        for t in _list(spec.get("taints"))
+        if _is_map(t)
+    )
+    return NodeSnapshot(
+        name=str(meta.get("name", "")),
+        allocatable=allocatable,
+        labels=_str_map(meta.get("labels")),
+        raw_allocatable=raw_allocatable(_str_map(meta.get("annotations"))),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        taints=taints,
+    )
+
+
+def raw_allocatable(annotations: Mapping[str, str]) -> ResourceValues | None:
+    """``node.koordinator.sh/raw-allocatable`` (JSON ResourceList); None when absent or malformed,
+    so status.allocatable is used, as Koordinator does when the annotation does not unmarshal."""
+    text = annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, Mapping):
+        return None
+    values = {str(k): scalar_value(str(k), v) for k, v in data.items()}
+    if any(math.isnan(v) for v in values.values()):
+        return None
+    return values
+
+
+# ----------------------------------------------------------------------------- pods
+def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
+    """The owner reference with ``controller: true`` (metav1.GetControllerOf)."""
+    for ref in _list(meta.get("ownerReferences")):
+        if _is_map(ref) and ref.get("controller") is True:
+            return OwnerRef(kind=str(ref.get("kind", "")), name=str(ref.get("name", "")), uid=str(ref.get("uid", "")))
+    return None
+
+
+def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
+    return tuple(
+        NodeSelectorRequirement(
+            key=str(r.get("key", "")),
+            operator=str(r.get("operator", "")),
+            values=tuple(str(v) for v in _list(r.get("values"))),
+        )
+        for r in _list(items)
+        if _is_map(r)
+    )
+
+
+def required_node_affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
+    required = _map(
+        _map(_map(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=_requirements(term.get("matchExpressions")),
+            match_fields=_requirements(term.get("matchFields")),
+        )
+        for term in _list(required.get("nodeSelectorTerms"))
+        if _is_map(term)
+    )
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            key=str(t.get("key", "") or ""),
+            operator=str(t.get("operator", "") or "Equal"),
+            value=str(t.get("value", "") or ""),
+            effect=str(t.get("effect", "") or ""),
+        )
+        for t in _list(spec.get("tolerations"))
+        if _is_map(t)
+    )
+
+
+def _has_local_storage(spec: Mapping[str, Any]) -> bool:
+    return any(_is_map(v) and ("emptyDir" in v or "hostPath" in v) for v in _list(spec.get("volumes")))
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(
+        _is_map(cond) and cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in _list(status.get("conditions"))
+    )
+
+
+def _requests(obj: JSON) -> ResourceValues:
+    try:
+        totals = pod_requests(obj)
+        return {name: float(q.milli_value() if name == c.RESOURCE_CPU else q.value()) for name, q in totals.items()}
+    except (QuantityError, TypeError, ValueError, AttributeError):
+        # Unknown requests: nodeFit finds no safe target for the pod (model.py's NaN contract).
+        return {c.RESOURCE_CPU: NAN, c.RESOURCE_MEMORY: NAN}
+
+
+def _k8s_qos(obj: JSON) -> str:
+    try:
+        return str(kube_qos_class(obj))
+    except (QuantityError, TypeError, ValueError, AttributeError):
+        return "BestEffort"
+
+
+def _freeze(value: Any) -> Any:
+    if type(value) is dict:
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if type(value) is list:
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return _freeze(dict(value))
+    return value
+
+
+def _resource_signature(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
+    """Everything pod_requests and kube_qos_class read, as a hashable value."""
+    return (
+        tuple(_freeze(ctr.get("resources")) if _is_map(ctr) else ctr for ctr in _list(spec.get("containers"))),
+        tuple(
+            (_freeze(ctr.get("resources")), ctr.get("restartPolicy")) if _is_map(ctr) else ctr
+            for ctr in _list(spec.get("initContainers"))
+        ),
+        _freeze(spec.get("resources")),
+        _freeze(spec.get("overhead")),
+        status.get("qosClass"),
+    )
+
+
+# Pods of one workload share their resources, so a memo turns ~20 quantity parses per pod into a
+# lookup (100k pods: seconds → well under one). Bounded: cleared when it grows past the limit.
+_RESOURCE_MEMO: dict[Any, tuple[ResourceValues, str]] = {}
+_RESOURCE_MEMO_LIMIT = 50_000
+
+
+def _resources(obj: JSON, spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[ResourceValues, str]:
+    try:
+        key = _resource_signature(spec, status)
+        hash(key)
+    except TypeError:  # an unhashable oddity somewhere in the spec: no memo for this pod
+        return _requests(obj), _k8s_qos(obj)
+    found = _RESOURCE_MEMO.get(key)
+    if found is None:
+        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_LIMIT:
+            _RESOURCE_MEMO.clear()
+        found = _RESOURCE_MEMO[key] = (_requests(obj), _k8s_qos(obj))
+    return found
+
+
+def pod_snapshot(obj: JSON, workload_replicas: int | None = None) -> PodSnapshot:
+    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
+    priority = spec.get("priority")
+    requests, k8s_qos = _resources(obj, spec, status)
+    return PodSnapshot(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        node_name=str(spec.get("nodeName", "") or ""),
+        owner=controller_of(meta),
+        labels=_str_map(meta.get("labels")),
+        annotations=_str_map(meta.get("annotations")),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
+        k8s_qos=k8s_qos,
+        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        requests=requests,
+        node_selector=_str_map(spec.get("nodeSelector")),
+        required_node_affinity=required_node_affinity(spec),
+        tolerations=_tolerations(spec),
+        has_local_storage=_has_local_storage(spec),
+        ready=_ready(status),
+        terminating=bool(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase", "") or "Pending"),
+        workload_replicas=workload_replicas,
+    )
+
+
+def workload_replicas(obj: JSON) -> tuple[str, int] | None:
+    """(uid, spec.replicas) of a ReplicaSet or StatefulSet; None when it has no usable count."""
+    uid = _map(obj.get("metadata")).get("uid")
+    replicas = _map(obj.get("spec")).get("replicas", 1)  # the API server defaults replicas to 1
+    if not uid or not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        return None
+    return str(uid), replicas
+
+
+# ----------------------------------------------------------------------------- NodeMetrics
+@dataclass(frozen=True, slots=True)
+class ParsedNodeMetric:
+    """A NodeMetric as the round reads it, or the reason it cannot be used."""
+
+    node_name: str
+    update_time: float | None = None
+    system_usage: ResourceValues | None = None  # None: no status.nodeMetric
+    pod_usages: Mapping[tuple[str, str], ResourceValues] = field(default_factory=dict)
+    problem: str | None = None
+
+    def snapshot(self, keep: AbstractSet[tuple[str, str]] | None = None) -> NodeMetricSnapshot:
+        """The core's record; with ``keep``, only the podsMetric entries of those pods count."""
+        usages = self.pod_usages
+        if keep is not None and any(key not in keep for key in usages):
+            usages = {key: value for key, value in usages.items() if key in keep}
+        return NodeMetricSnapshot(
+            node_name=self.node_name, update_time=self.update_time, system_usage=self.system_usage, pod_usages=usages
+        )
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _usage_resources(raw: Any, where: str) -> dict[str, float | None]:
+    """``{resources: {cpu: ..., memory: ...}}`` → values; a bad or negative quantity names its field."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise _Malformed(f"{where}: must be an object")
+    resources = raw.get("resources")
+    if resources is None:
+        return {}
+    if not isinstance(resources, Mapping):
+        raise _Malformed(f"{where}.resources: must be an object")
+    values: dict[str, float | None] = {}
+    for name, value in resources.items():
+        parsed = scalar_value(str(name), value)
+        if math.isnan(parsed) or parsed < 0 or math.isinf(parsed):
+            raise _Malformed(f"{where}.resources.{name}: {value!r} is not a valid usage quantity")
+        values[str(name)] = parsed
+    return values
+
+
+def parse_node_metric(obj: JSON) -> ParsedNodeMetric:
+    name = str(_map(obj.get("metadata")).get("name", ""))
+    status = obj.get("status")
+    if status is None:
+        return ParsedNodeMetric(name)  # never reported: the core says "no status.nodeMetric"
+    try:
+        if not isinstance(status, Mapping):
+            raise _Malformed("status: must be an object")
+        raw_time = status.get("updateTime")
+        update_time = parse_time(raw_time)
+        if raw_time is not None and update_time is None:
+            raise _Malformed(f"status.updateTime: {raw_time!r} is not an RFC 3339 time")
+        info = status.get("nodeMetric")
+        if info is not None and not isinstance(info, Mapping):
+            raise _Malformed("status.nodeMetric: must be an object")
+        system = None if info is None else _usage_resources(info.get("systemUsage"), "status.nodeMetric.systemUsage")
+        pods: dict[tuple[str, str], ResourceValues] = {}
+        raw_pods = status.get("podsMetric")
+        if raw_pods is not None and not isinstance(raw_pods, list):
+            raise _Malformed("status.podsMetric: must be a list")
+        for i, entry in enumerate(raw_pods or []):
+            where = f"status.podsMetric[{i}]"
+            if not isinstance(entry, Mapping) or not entry.get("name") or not entry.get("namespace"):
+                raise _Malformed(f"{where}: needs a namespace and a name")
+            pods[(str(entry["namespace"]), str(entry["name"]))] = _usage_resources(
+                entry.get("podUsage"), f"{where}.podUsage"
+            )
+    except _Malformed as exc:
+        return ParsedNodeMetric(name, problem=f"NodeMetric malformed: {exc}")
+    return ParsedNodeMetric(name, update_time=update_time, system_usage=system, pod_usages=pods)
