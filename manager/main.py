@@ -36,7 +36,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--config-map", dest="config_map", help="ConfigMap name (default slo-controller-config)")
     p.add_argument("--lease-name", dest="lease_name")
     p.add_argument(
-        "--leader-elect", dest="leader_elect", type=lambda v: v.lower() in ("1", "true", "yes"), metavar="BOOL"
+        "--leader-elect",
+        dest="leader_elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="elect a leader with a Lease; only the leader writes (default: on)",
     )
     p.add_argument("--lease-duration", dest="lease_duration_seconds", type=float, metavar="SECONDS")
     p.add_argument("--renew-deadline", dest="renew_deadline_seconds", type=float, metavar="SECONDS")
@@ -44,7 +48,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--resync", dest="resync_seconds", type=float, metavar="SECONDS")
     p.add_argument("--workers", type=int)
     p.add_argument("--bind-address", dest="bind_address")
-    p.add_argument("--metrics-port", dest="metrics_port", type=int, help="/healthz /readyz /metrics; 0 = off")
+    p.add_argument(
+        "--port",
+        "--metrics-port",
+        dest="metrics_port",
+        type=int,
+        help="HTTP port of /healthz /readyz /metrics; 0 = off",
+    )
     p.add_argument("--log-level", dest="log_level")
     p.add_argument("--log-json", dest="log_json", action="store_const", const=True)
     return p

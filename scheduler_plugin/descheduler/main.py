@@ -44,32 +44,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", required=True, help="LowNodeLoadArgs (or DeschedulerConfiguration) YAML file")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
+    host, port = DEFAULT_HEALTH_ADDRESS.rsplit(":", 1)
     p.add_argument(
-        "--health-bind-address",
-        default=DEFAULT_HEALTH_ADDRESS,
-        help=f"host:port for /healthz, /readyz and /metrics (default {DEFAULT_HEALTH_ADDRESS}; port 0 picks one)",
+        "--bind-address", default=host, help="address of /healthz, /readyz and /metrics (default %(default)s)"
     )
+    p.add_argument("--port", type=int, default=int(port), help="HTTP port (default %(default)s; 0 picks a free one)")
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True, help="elect a leader (Lease)")
     p.add_argument(
-        "--leader-elect-namespace",
+        "--lease-namespace",
         default=os.environ.get("POD_NAMESPACE") or LOADLINE_NAMESPACE,
         help="namespace of the Lease (default $POD_NAMESPACE or loadline-system)",
     )
-    p.add_argument("--leader-elect-name", default=CONTROLLER_NAME, help="name of the Lease")
-    p.add_argument("--leader-elect-lease-duration", type=float, default=15.0, help="seconds")
-    p.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, help="seconds")
-    p.add_argument("--leader-elect-retry-period", type=float, default=2.0, help="seconds")
+    p.add_argument("--lease-name", default=CONTROLLER_NAME, help="name of the Lease")
+    p.add_argument("--lease-duration", type=float, default=15.0, help="seconds")
+    p.add_argument("--renew-deadline", type=float, default=10.0, help="seconds")
+    p.add_argument("--retry-period", type=float, default=2.0, help="seconds")
     p.add_argument("--once", action="store_true", help="run one round once the caches are synced, then exit")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--log-json", action="store_true", help="JSON log lines")
     return p
-
-
-def parse_host_port(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise _FlagError(f"--health-bind-address: {text!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,11 +76,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        address = parse_host_port(opts.health_bind_address)
-        if opts.leader_elect and not (
-            opts.leader_elect_lease_duration > opts.leader_elect_renew_deadline > opts.leader_elect_retry_period > 0
-        ):
-            raise _FlagError("--leader-elect-*: need lease-duration > renew-deadline > retry-period > 0")
+        if not 0 <= opts.port <= 65535:
+            raise _FlagError(f"--port: {opts.port} is not a TCP port")
+        address = (opts.bind_address, opts.port)
+        if opts.leader_elect and not (opts.lease_duration > opts.renew_deadline > opts.retry_period > 0):
+            raise _FlagError("leader election needs --lease-duration > --renew-deadline > --retry-period > 0")
     except _FlagError as exc:
         print(f"loadline descheduler: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -121,7 +114,7 @@ async def _run(opts: argparse.Namespace, args: LowNodeLoadArgs, address: tuple[s
             address[0], address[1], healthy=descheduler.healthy, ready=descheduler.ready
         )
     except OSError as exc:
-        print(f"loadline descheduler: --health-bind-address {opts.health_bind_address}: {exc}", file=sys.stderr)
+        print(f"loadline descheduler: --bind-address/--port {opts.bind_address}:{opts.port}: {exc}", file=sys.stderr)
         await http.close()
         return EXIT_CONFIG
     log.info(
@@ -148,16 +141,14 @@ async def _run(opts: argparse.Namespace, args: LowNodeLoadArgs, address: tuple[s
             if opts.leader_elect:
                 elector = LeaderElector(
                     http,
-                    name=opts.leader_elect_name,
-                    namespace=opts.leader_elect_namespace,
+                    name=opts.lease_name,
+                    namespace=opts.lease_namespace,
                     identity=identity,
-                    lease_seconds=opts.leader_elect_lease_duration,
-                    renew_deadline_seconds=opts.leader_elect_renew_deadline,
-                    retry_period_seconds=opts.leader_elect_retry_period,
+                    lease_seconds=opts.lease_duration,
+                    renew_deadline_seconds=opts.renew_deadline,
+                    retry_period_seconds=opts.retry_period,
                 )
-                log.info(
-                    "standing for election", extra=ctx(lease=f"{opts.leader_elect_namespace}/{opts.leader_elect_name}")
-                )
+                log.info("standing for election", extra=ctx(lease=f"{opts.lease_namespace}/{opts.lease_name}"))
                 tasks.append(asyncio.create_task(elector.run(descheduler.lead), name="leader"))
             else:
                 tasks.append(asyncio.create_task(descheduler.lead(), name="rounds"))

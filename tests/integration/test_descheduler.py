@@ -239,11 +239,11 @@ def daemons(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable
                 sys.executable, "-m", "common", "descheduler",
                 "--config", str(config),
                 "--kubeconfig", str(plane.kubeconfig),
-                "--health-bind-address", f"127.0.0.1:{port}",
-                "--leader-elect-namespace", lease_namespace,
-                "--leader-elect-lease-duration", "6",
-                "--leader-elect-renew-deadline", "4",
-                "--leader-elect-retry-period", "1",
+                "--bind-address", "127.0.0.1", "--port", str(port),
+                "--lease-namespace", lease_namespace,
+                "--lease-duration", "6",
+                "--renew-deadline", "4",
+                "--retry-period", "1",
                 "--log-level", "debug" if request.config.getoption("verbose") > 1 else "info",
             ],
             tmp_path / f"{name}.log",
@@ -486,7 +486,7 @@ def test_dry_run_evicts_nothing_and_only_the_leader_runs_rounds(
         config.write_text(yaml.safe_dump(base_args(suite, dryRun=True)))
         once = subprocess.run(
             [sys.executable, "-m", "common", "descheduler", "--config", str(config), "--kubeconfig",
-             str(cluster.kubeconfig), "--once", "--health-bind-address", "127.0.0.1:0"],
+             str(cluster.kubeconfig), "--once", "--bind-address", "127.0.0.1", "--port", "0"],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert once.returncode == 0, once.stderr

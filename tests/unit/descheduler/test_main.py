@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from common.cli import main as cli_main
 from scheduler_plugin.descheduler.health import health_app
-from scheduler_plugin.descheduler.main import main, parse_host_port
+from scheduler_plugin.descheduler.main import main
 
 
 @pytest.fixture(autouse=True)
@@ -48,18 +48,12 @@ def test_threshold_errors_name_the_resource(tmp_path: Path, capsys: pytest.Captu
 
 def test_bad_flags_and_missing_kubeconfig_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, "highThresholds: {cpu: 75}\nlowThresholds: {cpu: 45}\n")
-    assert main(["--config", str(path), "--health-bind-address", "nowhere"]) == 2
-    assert "--health-bind-address: 'nowhere' is not host:port" in capsys.readouterr().err
-    assert main(["--config", str(path), "--leader-elect-lease-duration", "1", "--leader-elect-renew-deadline", "5"]) == 2
-    assert "lease-duration > renew-deadline" in capsys.readouterr().err
-    assert main(["--config", str(path), "--kubeconfig", str(tmp_path / "missing"), "--health-bind-address", "127.0.0.1:0"]) == 2
+    assert main(["--config", str(path), "--bind-address", "nowhere:80", "--port", "70000"]) == 2
+    assert "--port: 70000 is not a TCP port" in capsys.readouterr().err
+    assert main(["--config", str(path), "--lease-duration", "1", "--renew-deadline", "5"]) == 2
+    assert "--lease-duration > --renew-deadline" in capsys.readouterr().err
+    assert main(["--config", str(path), "--kubeconfig", str(tmp_path / "missing"), "--bind-address", "127.0.0.1", "--port", "0"]) == 2
     assert "cannot load the cluster configuration" in capsys.readouterr().err
-
-
-def test_host_port() -> None:
-    assert parse_host_port("0.0.0.0:10260") == ("0.0.0.0", 10260)
-    assert parse_host_port(":0") == ("", 0)
-    assert parse_host_port("[::1]:80") == ("::1", 80)
 
 
 def test_probes_and_metrics() -> None:
