@@ -24,6 +24,9 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "agent": Subcommand("agent.main", "node agent: samples cgroups, /proc, GPUs and InfiniBand; publishes NodeMetrics"),
     "manager": Subcommand("manager.main", "controller: batch (overcommit) resources per node and NodeSLO watermarks"),
     "scheduler": Subcommand("scheduler_plugin.main", "scheduler: load-aware, gang and InfiniBand-topology placement"),
+    "extender": Subcommand(
+        "scheduler_plugin.extender.main", "the same load-aware filter and score behind kube-scheduler's extender API"
+    ),
     "descheduler": Subcommand(
         "scheduler_plugin.descheduler.main", "LowNodeLoad descheduler: drains hot nodes through the Eviction API"
     ),

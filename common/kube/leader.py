@@ -179,8 +179,12 @@ class LeaderElector:
                     with contextlib.suppress(asyncio.CancelledError, Exception):
                         await work
                     self._set_leader(False)
-                if work.done() and not work.cancelled() and work.exception() is None:
-                    log.info("leader work for %s finished", self.name)
+                if work.done() and not work.cancelled():
+                    if (error := work.exception()) is not None:
+                        log.error("leader work for %s crashed; standing again", self.name, exc_info=error)
+                        await self._sleep()  # a lead that crashes at once must not spin
+                    else:
+                        log.info("leader work for %s finished", self.name)
                 log.warning("stopped leading %s/%s; standing again", self.namespace, self.name)
         except asyncio.CancelledError:
             if self.release_on_cancel:

@@ -32,7 +32,7 @@ from scheduler_plugin.framework.interfaces import (
 )
 from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework, PermitOutcome, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework, FrameworkObserver, PermitOutcome, ScheduleResult
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.framework.waiting_pods import WaitingPod
@@ -50,6 +50,7 @@ __all__ = [
     "FilterResult",
     "Framework",
     "FrameworkHandle",
+    "FrameworkObserver",
     "InvalidObjectError",
     "NormalizeScorePlugin",
     "PermitOutcome",

@@ -1,5 +1,6 @@
-"""Binders. The scheduler process will bind through the API server's pods/binding; in
-process (tests, benchmarks) the binding is just recorded."""
+"""Binders. The scheduler process binds through the API server's pods/binding
+(`scheduler_plugin.server.binder.APIBinder`); in process (tests, benchmarks) the binding
+is just recorded."""
 
 from __future__ import annotations
 

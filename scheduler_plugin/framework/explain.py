@@ -36,13 +36,19 @@ def explain(result: ScheduleResult, snapshot: Snapshot) -> list[NodeExplanation]
     if result.diagnosis is not None:
         for rejection in result.diagnosis.rejections:
             for row in rejection.rows.tolist():
-                entry = rows.setdefault(row, NodeExplanation(snapshot.node_name(row)))
+                name = _node_name(snapshot, row)
+                if name is None:
+                    continue
+                entry = rows.setdefault(row, NodeExplanation(name))
                 entry.rejected_by = entry.rejected_by or rejection.plugin or "PreFilter"
                 entry.reasons.append(rejection.reason)
     scores = result.scores
     if scores is not None and scores.totals is not None:
         for k, row in enumerate(scores.rows.tolist()):
-            entry = rows.setdefault(row, NodeExplanation(snapshot.node_name(row)))
+            name = _node_name(snapshot, row)
+            if name is None:
+                continue
+            entry = rows.setdefault(row, NodeExplanation(name))
             entry.rejected_by, entry.reasons = "", []
             entry.total = int(scores.totals[k])
             entry.scores = {
@@ -54,3 +60,12 @@ def explain(result: ScheduleResult, snapshot: Snapshot) -> list[NodeExplanation]
         if node is not None:
             rows.setdefault(node.index, NodeExplanation(result.node_name)).chosen = True
     return sorted(rows.values(), key=lambda e: (e.rejected_by != "", -(e.total or 0), e.node))
+
+
+def _node_name(snapshot: Snapshot, row: int) -> str | None:
+    """The node at a row, or None when it was removed since the cycle ran (the result is kept for
+    `explain` after the cluster moved on)."""
+    try:
+        return snapshot.node_name(row)
+    except KeyError:
+        return None

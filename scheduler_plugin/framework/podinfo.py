@@ -153,6 +153,27 @@ class PodInfo:
         self.memo = {}
         return self
 
+    def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:
+        """This pod at a newer version whose spec, labels and annotations are unchanged.
+
+        Only what comes from `status` and `metadata.deletionTimestamp` is read again: most
+        watch events of a pod are status updates (the kubelet reporting it running), and
+        parsing requests, affinity and tolerations again for each of them is wasted work.
+        The caller checks that the scheduling fields really are unchanged."""
+        meta = obj.get("metadata") or {}
+        status = obj.get("status") or {}
+        if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+            raise InvalidObjectError("pod: metadata and status must be objects")
+        new = PodInfo.__new__(PodInfo)
+        for name in PodInfo.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.raw = obj
+        new.deleting = meta.get("deletionTimestamp") is not None
+        new.phase = str(status.get("phase") or "")
+        new.scheduled_at, new.initialized_at = _condition_times(status.get("conditions"))
+        new.memo = dict(self.memo)
+        return new
+
     @property
     def is_terminated(self) -> bool:
         return self.phase in ("Succeeded", "Failed")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,12 +180,34 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, (due, next(self._seq), info))
         self._where[info.pod.key] = "backoff"
 
-    def move_all_to_active_or_backoff(self) -> None:
-        """A cluster event that may make unschedulable pods fit (node added, pod deleted, ...)."""
+    def move_all_to_active_or_backoff(self, predicate: Callable[[QueuedPodInfo], bool] | None = None) -> int:
+        """A cluster event that may make unschedulable pods fit (node added, pod deleted, ...).
+
+        With `predicate`, only the pods it accepts move (those rejected by a plugin the event
+        can help); the others stay in the pool. Returns how many pods moved."""
         self._move_request_cycle = self.scheduling_cycle
+        if predicate is None:
+            pool, self._unschedulable = self._unschedulable, {}
+        else:
+            pool = {k: i for k, i in self._unschedulable.items() if predicate(i)}
+            for key in pool:
+                del self._unschedulable[key]
+        self._requeue(pool.values())
+        return len(pool)
+
+    def flush_unschedulable_older_than(self, seconds: float) -> int:
+        """Move pods that sat in the unschedulable pool longer than `seconds` (kube-scheduler's
+        podMaxInUnschedulablePodsDuration): a safety net for events nobody told us about."""
+        cutoff = self._clock.now() - seconds
+        stale = {k: i for k, i in self._unschedulable.items() if i.timestamp <= cutoff}
+        for key in stale:
+            del self._unschedulable[key]
+        self._requeue(stale.values())
+        return len(stale)
+
+    def _requeue(self, infos: Iterable[QueuedPodInfo]) -> None:
         now = self._clock.now()
-        pool, self._unschedulable = self._unschedulable, {}
-        for info in pool.values():
+        for info in infos:
             if info.timestamp + self.backoff_seconds(info.attempts) > now:
                 self._to_backoff(info)
             else:
@@ -207,3 +229,7 @@ class SchedulingQueue:
 
     def where(self, key: str) -> str | None:
         return self._where.get(key)
+
+    def queued(self) -> Iterator[tuple[str, str]]:
+        """(pod key, "active" | "backoff" | "unschedulable" | "gated") for every queued pod."""
+        return iter(list(self._where.items()))

@@ -14,9 +14,10 @@ whole gang releases its reservations together.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from scheduler_plugin.framework.interfaces import (
     Binder,
     BindPlugin,
     FilterPlugin,
+    FilterResult,
     NormalizeScorePlugin,
     PermitPlugin,
     Plugin,
@@ -126,6 +128,16 @@ class PermitOutcome:
 PermitListener = Callable[[PermitOutcome], None]
 
 
+class FrameworkObserver(Protocol):
+    """Receives how long each extension point and each plugin call took (the process's metrics).
+
+    Only consulted when set, so the in-process simulator and benchmarks pay nothing for it."""
+
+    def plugin_done(self, point: str, plugin: str, code: Code, seconds: float) -> None: ...
+
+    def point_done(self, point: str, code: Code, seconds: float) -> None: ...
+
+
 class Framework:
     """One scheduling profile. Also the `FrameworkHandle` its plugins receive."""
 
@@ -146,6 +158,7 @@ class Framework:
         self._waiting = WaitingPodsMap()
         self._permit_listeners: list[PermitListener] = []
         self._next_start_node_index = 0
+        self.observer: FrameworkObserver | None = None
         self.plugins: dict[str, Plugin] = {}
         self.queue_sort_plugin: QueueSortPlugin | None = None
         self.pre_enqueue_plugins: list[PreEnqueuePlugin] = []
@@ -236,7 +249,7 @@ class Framework:
                 break
             if plugin.name == plugin_name or plugin.name in state.skip_filter_plugins:
                 continue
-            result = _call(plugin, "Filter", plugin.filter, state, pod, snapshot, survivors)
+            result = self._call(plugin, "Filter", plugin.filter, state, pod, snapshot, survivors)
             if not result.status.is_success():
                 raise _CycleAbort(result.status.with_plugin(plugin.name))
             if result.feasible is not None:
@@ -250,6 +263,40 @@ class Framework:
         for plugin in self.plugins.values():
             if isinstance(plugin, SnapshotSyncPlugin):
                 plugin.sync_snapshot(snap)
+
+    # ------------------------------------------------------------------ observation
+    def _call(self, plugin: Plugin, point: str, fn: Callable[Params, T], *args: Params.args,
+              **kwargs: Params.kwargs) -> T:
+        observer = self.observer
+        if observer is None:
+            return _call(plugin, point, fn, *args, **kwargs)
+        started = time.perf_counter()
+        code = Code.ERROR
+        try:
+            result = _call(plugin, point, fn, *args, **kwargs)
+            code = _code_of(result)
+            return result
+        finally:
+            observer.plugin_done(point, plugin.name, code, time.perf_counter() - started)
+
+    def _timed_guarded(self, plugin: Plugin, point: str, fn: Callable[Params, Status], *args: Params.args,
+                       **kwargs: Params.kwargs) -> Status:
+        started = time.perf_counter()
+        status = _guarded(plugin, point, fn, *args, **kwargs)
+        if self.observer is not None:
+            self.observer.plugin_done(point, plugin.name, status.code, time.perf_counter() - started)
+        return status
+
+    async def _timed_async(self, call: Awaitable[Status], name: str, point: str) -> Status:
+        started = time.perf_counter()
+        status = await _guarded_async(call, name, point)
+        if self.observer is not None:
+            self.observer.plugin_done(point, name, status.code, time.perf_counter() - started)
+        return status
+
+    def _point_done(self, point: str, code: Code, started: float) -> None:
+        if self.observer is not None:
+            self.observer.point_done(point, code, time.perf_counter() - started)
 
     # ------------------------------------------------------------------ queue-side points
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -268,7 +315,7 @@ class Framework:
 
     def run_pre_enqueue_plugins(self, pod: PodInfo) -> Status:
         for plugin in self.pre_enqueue_plugins:
-            status = _call(plugin, "PreEnqueue", plugin.pre_enqueue, pod)
+            status = self._call(plugin, "PreEnqueue", plugin.pre_enqueue, pod)
             if not status.is_success():
                 return status.with_plugin(plugin.name)
         return SUCCESS
@@ -302,10 +349,11 @@ class Framework:
         diagnosis = Diagnosis(num_all)
 
         # PreFilter
+        started = time.perf_counter()
         allowed = PreFilterResult()
         narrowing: list[str] = []
         for pre_filter in self.pre_filter_plugins:
-            narrowed, status = _call(pre_filter, "PreFilter", pre_filter.pre_filter, state, pod, snap)
+            narrowed, status = self._call(pre_filter, "PreFilter", pre_filter.pre_filter, state, pod, snap)
             if status.is_skip():
                 state.skip_filter_plugins.add(pre_filter.name)
                 continue
@@ -313,6 +361,7 @@ class Framework:
                 status = status.with_plugin(pre_filter.name)
                 if not status.is_rejected():
                     raise _CycleAbort(status)
+                self._point_done("PreFilter", status.code, started)
                 return self._prefilter_rejected(state, pod, snap, diagnosis, status)
             if narrowed is not None and narrowed.node_names is not None:
                 narrowing.append(pre_filter.name)
@@ -324,7 +373,9 @@ class Framework:
                         else f"node(s) didn't satisfy plugin(s) [{' '.join(narrowing)}] simultaneously"
                     )
                     rejected = Status.unresolvable(message, plugin=pre_filter.name)
+                    self._point_done("PreFilter", rejected.code, started)
                     return self._prefilter_rejected(state, pod, snap, diagnosis, rejected)
+        self._point_done("PreFilter", Code.SUCCESS, started)
 
         candidates = snap.node_indices()
         if allowed.node_names is not None:
@@ -336,24 +387,30 @@ class Framework:
             diagnosis.unschedulable_plugins.update(narrowing)
             candidates = kept
 
+        started = time.perf_counter()
         feasible, evaluated = self._find_feasible(state, pod, snap, candidates, diagnosis)
+        self._point_done("Filter", Code.SUCCESS if feasible.size else Code.UNSCHEDULABLE, started)
         if feasible.size == 0:
             return self._unschedulable(state, pod, snap, diagnosis, evaluated)
 
         # PreScore
+        started = time.perf_counter()
         for pre_score in self.pre_score_plugins:
-            status = _call(pre_score, "PreScore", pre_score.pre_score, state, pod, snap, feasible)
+            status = self._call(pre_score, "PreScore", pre_score.pre_score, state, pod, snap, feasible)
             if status.is_skip():
                 state.skip_score_plugins.add(pre_score.name)
             elif not status.is_success():
                 raise _CycleAbort(status.with_plugin(pre_score.name))
+        self._point_done("PreScore", Code.SUCCESS, started)
 
         # Score: a single feasible node is taken without scoring, as kube-scheduler does.
         scores: NodeScores | None = None
         if feasible.size == 1:
             chosen = int(feasible[0])
         else:
+            started = time.perf_counter()
             totals, scores = self._score(state, pod, snap, feasible, record)
+            self._point_done("Score", Code.SUCCESS, started)
             best = totals.max()
             ties = np.flatnonzero(totals == best)
             pick = ties[0] if ties.size == 1 else ties[np.argmin(snap.name_rank()[feasible[ties]])]
@@ -416,7 +473,7 @@ class Framework:
                 break
             if node_filter.name in state.skip_filter_plugins:
                 continue
-            verdict = _call(node_filter, "Filter", node_filter.filter, state, pod, snap, feasible)
+            verdict = self._call(node_filter, "Filter", node_filter.filter, state, pod, snap, feasible)
             if not verdict.status.is_success():
                 raise _CycleAbort(verdict.status.with_plugin(node_filter.name))
             if verdict.feasible is not None:
@@ -434,14 +491,15 @@ class Framework:
             if plugin.name in state.skip_score_plugins:
                 continue
             ran = True
-            raw = np.asarray(_call(plugin, "Score", plugin.score, state, pod, snap, rows), dtype=np.int64)
+            raw = np.asarray(self._call(plugin, "Score", plugin.score, state, pod, snap, rows), dtype=np.int64)
             if raw.shape != rows.shape:
                 message = f"plugin {plugin.name} returned {raw.shape} scores for {rows.size} nodes"
                 raise _CycleAbort(Status.error(message, plugin.name))
             normalized = raw
             if normalizer is not None:
-                normalized = np.asarray(_call(plugin, "NormalizeScore", normalizer.normalize_score, state, pod, raw),
-                                        dtype=np.int64)
+                normalized = np.asarray(
+                    self._call(plugin, "NormalizeScore", normalizer.normalize_score, state, pod, raw), dtype=np.int64
+                )
             if normalized.size and (normalized.min() < MIN_NODE_SCORE or normalized.max() > MAX_NODE_SCORE):
                 bad = int(normalized[(normalized < MIN_NODE_SCORE) | (normalized > MAX_NODE_SCORE)][0])
                 raise _CycleAbort(Status.error(
@@ -471,8 +529,9 @@ class Framework:
     ) -> ScheduleResult:
         nominated = ""
         reasons: list[str] = []
+        started = time.perf_counter()
         for plugin in self.post_filter_plugins:
-            result, status = _call(plugin, "PostFilter", plugin.post_filter, state, pod, snap, diagnosis)
+            result, status = self._call(plugin, "PostFilter", plugin.post_filter, state, pod, snap, diagnosis)
             if status.is_success():
                 nominated = result.nominated_node_name if result is not None else ""
                 reasons = list(status.reasons)
@@ -483,6 +542,8 @@ class Framework:
             if not status.is_rejected():
                 raise _CycleAbort(status.with_plugin(plugin.name))
             reasons.extend(status.reasons)
+        if self.post_filter_plugins:
+            self._point_done("PostFilter", Code.SUCCESS if nominated else Code.UNSCHEDULABLE, started)
         diagnosis.postfilter_msg = ", ".join(reasons)
         return ScheduleResult(
             pod,
@@ -496,26 +557,35 @@ class Framework:
     # ------------------------------------------------------------------ Reserve / Permit
     def _reserve_and_permit(self, state: CycleState, pod: PodInfo, snap: Snapshot, node_name: str) -> ScheduleResult:
         snap.assume_pod(pod, node_name, self._clock.now())
+        started = time.perf_counter()
         for plugin in self.reserve_plugins:
-            status = _guarded(plugin, "Reserve", plugin.reserve, state, pod, node_name)
+            status = self._timed_guarded(plugin, "Reserve", plugin.reserve, state, pod, node_name)
             if not status.is_success():
                 self.rollback(state, pod, node_name, snap)
+                self._point_done("Reserve", status.code, started)
                 return self._after_reserve_failure(state, pod, node_name, status.with_plugin(plugin.name))
+        self._point_done("Reserve", Code.SUCCESS, started)
 
         waits: dict[str, float] = {}
+        started = time.perf_counter()
         for permit in self.permit_plugins:
+            called = time.perf_counter()
             try:
                 status, timeout = permit.permit(state, pod, node_name)
             except Exception as exc:  # a broken plugin must not leave the pod assumed
                 log.exception("Permit plugin %s failed", permit.name)
                 status, timeout = Status.error(f"running Permit plugin {permit.name}: {exc}"), 0.0
+            if self.observer is not None:
+                self.observer.plugin_done("Permit", permit.name, status.code, time.perf_counter() - called)
             if status.is_success():
                 continue
             if status.is_wait():
                 waits[permit.name] = min(max(timeout, 0.0), MAX_PERMIT_TIMEOUT_SECONDS)
                 continue
             self.rollback(state, pod, node_name, snap)
+            self._point_done("Permit", status.code, started)
             return self._after_reserve_failure(state, pod, node_name, status.with_plugin(permit.name))
+        self._point_done("Permit", Code.WAIT if waits else Code.SUCCESS, started)
 
         if waits:
             try:
@@ -571,28 +641,50 @@ class Framework:
             if not status.is_success():
                 return status  # rolled back when it was rejected
         snap = self._snapshot
+        started = time.perf_counter()
         for plugin in self.pre_bind_plugins:
-            status = await _guarded_async(plugin.pre_bind(state, pod, node_name), plugin.name, "PreBind")
+            status = await self._timed_async(plugin.pre_bind(state, pod, node_name), plugin.name, "PreBind")
             if not status.is_success():
                 self.rollback(state, pod, node_name, snap)
+                self._point_done("PreBind", status.code, started)
                 return status.with_plugin(plugin.name)
+        if self.pre_bind_plugins:
+            self._point_done("PreBind", Code.SUCCESS, started)
+        started = time.perf_counter()
         bound = Status(Code.SKIP)
         for binder in self.bind_plugins:
-            bound = await _guarded_async(binder.bind(state, pod, node_name), binder.name, "Bind")
+            bound = await self._timed_async(binder.bind(state, pod, node_name), binder.name, "Bind")
             if bound.is_skip():
                 continue
             bound = bound.with_plugin(binder.name)
             break
+        self._point_done("Bind", bound.code, started)
         if not bound.is_success():
             self.rollback(state, pod, node_name, snap)
             return bound if not bound.is_skip() else Status.error("no bind plugin bound the pod")
         snap.finish_binding(pod.key)
+        started = time.perf_counter()
         for post in self.post_bind_plugins:
             try:
                 post.post_bind(state, pod, node_name)
             except Exception:
                 log.exception("PostBind plugin %s failed for %s", post.name, pod.key)
+        if self.post_bind_plugins:
+            self._point_done("PostBind", Code.SUCCESS, started)
         return SUCCESS
+
+
+def _code_of(result: object) -> Code:
+    """The status code a plugin call answered with, for metrics (arrays and None count as Success)."""
+    if isinstance(result, Status):
+        return result.code
+    if isinstance(result, FilterResult):
+        return result.status.code
+    if isinstance(result, tuple):
+        for part in result:
+            if isinstance(part, Status):
+                return part.code
+    return Code.SUCCESS
 
 
 def _call(plugin: Plugin, point: str, fn: Callable[Params, T], *args: Params.args, **kwargs: Params.kwargs) -> T:

@@ -1,0 +1,313 @@
+"""The scheduler's informers: list + watch of nodes, pods, NodeMetrics and PodGroups into the Snapshot.
+
+Each watch event updates the snapshot incrementally and tells the scheduler what
+happened in scheduling terms (a pod became pending, a node was added, a reservation
+was freed, a gang changed), so it can move the pods the event may help.
+
+* Pods: every pod in the cluster, so assigned pods of any scheduler are accounted; the
+  pending ones of our profiles feed the queue. A pod we assumed keeps its accounting
+  until the watch shows it bound — a late event from before the binding must not free
+  its node for a moment.
+* Node updates that change nothing scheduling reads (kubelet/kwok heartbeats, status
+  conditions) are dropped before they touch the snapshot.
+* NodeMetric and both PodGroup CRDs may not be installed: their watches start once
+  discovery shows the resource, checked again every `crd_retry_seconds` and logged once.
+* Objects that do not parse are logged once per version, counted and skipped; for a
+  NodeMetric or PodGroup the last readable version stays in effect (a NodeMetric then
+  expires by its own updateTime, which is LoadAware's rule for stale data).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from common.api import constants as c
+from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
+from common.kube.reflector import EventType, Reflector, object_key
+from scheduler_plugin.framework.k8s_types import InvalidObjectError
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.server.malformed import MalformedObjects
+from scheduler_plugin.server.queueing import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
+
+log = logging.getLogger("loadline.scheduler.cache")
+
+
+class ClusterListener(Protocol):
+    """The scheduler's side of the informers."""
+
+    def pod_changed(self, pod: PodInfo, *, is_new: bool, spec_changed: bool) -> None:
+        """A pod was added or updated (pending or not); the snapshot already has it."""
+
+    def pod_deleted(self, key: str, pod: PodInfo | None) -> None:
+        """A pod is gone, or its latest version cannot be read."""
+
+    def cluster_event(self, event: str) -> None:
+        """Something that may let unschedulable pods fit (see `queueing`)."""
+
+    def gang_changed(self, gang_key: str) -> None:
+        """A PodGroup was created, changed or deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class CustomResource:
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def path(self) -> str:
+        return resource_path(self.group, self.version, self.plural)
+
+
+NODE_METRICS = CustomResource(c.SLO_GROUP, c.SLO_VERSION, c.NODEMETRIC_PLURAL)
+POD_GROUPS = CustomResource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, c.PODGROUP_PLURAL)
+POD_GROUPS_LEGACY = CustomResource(c.PODGROUP_GROUP_LEGACY, c.PODGROUP_VERSION, c.PODGROUP_PLURAL)
+
+# What scheduling reads from a Node; anything else changing (heartbeats) is not an event.
+_NODE_FIELDS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status", "allocatable"))
+
+
+def _field(obj: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = obj
+    for part in path:
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def node_changed_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return any(_field(old, path) != _field(new, path) for path in _NODE_FIELDS)
+
+
+def same_scheduling_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Only status (or deletionTimestamp) differs: the parsed PodInfo can be reused."""
+    old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    return (
+        old.get("spec") == new.get("spec")
+        and old_meta.get("uid") == new_meta.get("uid")
+        and old_meta.get("labels") == new_meta.get("labels")
+        and old_meta.get("annotations") == new_meta.get("annotations")
+        and old_meta.get("creationTimestamp") == new_meta.get("creationTimestamp")
+    )
+
+
+def pod_spec_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """kube-scheduler's isPodUpdated: status and bookkeeping changes (our own condition patch) do not count."""
+    if old is None:
+        return True
+    fields = (("spec",), ("metadata", "labels"), ("metadata", "annotations"))
+    return any(_field(old, path) != _field(new, path) for path in fields)
+
+
+class ClusterCache:
+    def __init__(
+        self,
+        http: KubeHTTP,
+        snapshot: Snapshot,
+        listener: ClusterListener,
+        malformed: MalformedObjects,
+        *,
+        crd_retry_seconds: float = 60.0,
+    ) -> None:
+        self.http = http
+        self.snapshot = snapshot
+        self.listener = listener
+        self.malformed = malformed
+        self.crd_retry_seconds = crd_retry_seconds
+        # A scheduler working from a stale view of nodes and pods misplaces pods, so after an
+        # outage these re-list sooner than the reflector's default backoff cap.
+        self.nodes = Reflector(http, "/api/v1/nodes", name="scheduler-nodes", max_backoff_seconds=8)
+        self.pods = Reflector(http, "/api/v1/pods", name="scheduler-pods", max_backoff_seconds=8)
+        self.crds: dict[CustomResource, Reflector] = {
+            resource: Reflector(http, resource.path, name=f"scheduler-{resource.name}", max_backoff_seconds=60)
+            for resource in (NODE_METRICS, POD_GROUPS, POD_GROUPS_LEGACY)
+        }
+        self.absent: set[CustomResource] = set()  # CRDs discovery says are not installed
+        # Set once a CRD is known to be absent, or once its watch delivered the initial list.
+        self._crd_ready = {resource: asyncio.Event() for resource in self.crds}
+        self.nodes.add_handler(self._on_node)
+        self.pods.add_handler(self._on_pod)
+        self.crds[NODE_METRICS].add_handler(self._on_node_metric)
+        self.crds[POD_GROUPS].add_handler(self._pod_group_handler(POD_GROUPS_LEGACY))
+        self.crds[POD_GROUPS_LEGACY].add_handler(self._pod_group_handler(POD_GROUPS))
+
+    # ------------------------------------------------------------------ running
+    async def run(self) -> None:
+        tasks = [self.nodes.run(), self.pods.run(), *(self._run_crd(r) for r in self.crds)]
+        await asyncio.gather(*tasks)
+
+    def synced(self) -> bool:
+        """Every watch has delivered its initial list (a CRD known to be absent counts as synced)."""
+        if not (self.nodes.synced.is_set() and self.pods.synced.is_set()):
+            return False
+        return all(ready.is_set() for ready in self._crd_ready.values())
+
+    async def wait_synced(self) -> None:
+        await self.nodes.synced.wait()
+        await self.pods.synced.wait()
+        for ready in self._crd_ready.values():
+            await ready.wait()
+
+    async def _installed(self, resource: CustomResource) -> bool | None:
+        """Whether discovery lists the resource; None when the API server cannot tell us now."""
+        try:
+            found = await self.http.get(f"/apis/{resource.group}/{resource.version}")
+        except KubeError as exc:
+            return False if exc.status in (403, 404) else None
+        return any(isinstance(r, Mapping) and r.get("name") == resource.plural for r in found.get("resources") or [])
+
+    async def _run_crd(self, resource: CustomResource) -> None:
+        """Watch a CRD while discovery lists it; while it is absent, look again every `crd_retry_seconds`.
+
+        Discovery is asked again while watching too: quickly until the first list succeeded
+        (the CRD may vanish between discovery and the list, and the reflector alone would
+        retry a 404 forever and never count as synced), rarely afterwards."""
+        reflector = self.crds[resource]
+        absent_logged = False
+        while True:
+            installed = await self._installed(resource)
+            if installed is None:
+                await asyncio.sleep(2.0)  # API server unreachable: the node/pod watches log that
+                continue
+            if not installed:
+                self.absent.add(resource)
+                self._crd_ready[resource].set()
+                if not absent_logged:
+                    log.warning("CRD %s is not installed; scheduling without it, looking again every %.0fs",
+                                resource.name, self.crd_retry_seconds)
+                    absent_logged = True
+                await asyncio.sleep(self.crd_retry_seconds)
+                continue
+            if absent_logged:
+                log.info("CRD %s is installed now; watching it", resource.name)
+                absent_logged = False
+            self.absent.discard(resource)
+            if await self._watch_while_installed(resource, reflector):
+                absent_logged = True
+                log.warning("CRD %s was removed; scheduling without it, looking again every %.0fs",
+                            resource.name, self.crd_retry_seconds)
+
+    async def _watch_while_installed(self, resource: CustomResource, reflector: Reflector) -> bool:
+        """Run the watch until discovery stops listing the CRD; True if the watch had synced."""
+        ready = self._crd_ready[resource]
+
+        async def mark_ready() -> None:
+            await reflector.synced.wait()
+            ready.set()
+
+        tasks = [asyncio.create_task(reflector.run()), asyncio.create_task(mark_ready())]
+        try:
+            while True:
+                await asyncio.sleep(self.crd_retry_seconds if reflector.synced.is_set() else 2.0)
+                if await self._installed(resource) is False:
+                    return reflector.synced.is_set()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ nodes
+    def _on_node(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        name = object_key(obj)
+        if kind == "DELETED":
+            self.snapshot.remove_node(name)
+            self.malformed.clear("Node", name)
+            return
+        known = self.snapshot.node_by_name(name) is not None
+        if known and old is not None and not node_changed_for_scheduling(old, obj):
+            return
+        try:
+            self.snapshot.upsert_node(obj)
+        except InvalidObjectError as exc:
+            self.malformed.report("Node", name, obj, exc)
+            return
+        self.malformed.clear("Node", name)
+        self.listener.cluster_event(NODE_UPDATE if known else NODE_ADD)
+
+    # ------------------------------------------------------------------ pods
+    def _on_pod(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        key = object_key(obj)
+        snap = self.snapshot
+        if kind == "DELETED":
+            held = key in snap.records
+            previous = snap.pods.get(key)
+            snap.remove_pod(key)
+            self.malformed.clear("Pod", key)
+            self.listener.pod_deleted(key, previous)
+            if held:
+                self.listener.cluster_event(ASSIGNED_POD_DELETE)
+            return
+        previous = snap.pods.get(key)
+        try:
+            if previous is not None and same_scheduling_fields(previous.raw, obj):
+                pod = previous.with_status_of(obj)
+            else:
+                pod = PodInfo.from_dict(obj)
+        except InvalidObjectError as exc:
+            self.malformed.report("Pod", key, obj, exc)
+            if key not in snap.records:
+                snap.remove_pod(key)  # a pending pod we cannot read is not scheduled
+            self.listener.pod_deleted(key, None)
+            return
+        self.malformed.clear("Pod", key)
+        held = key in snap.records
+        if held and not pod.node_name and not pod.is_terminated:
+            # Assumed (or just bound) by us and the watch has not caught up with the binding:
+            # keep it accounted where we put it, and out of the queue.
+            return
+        snap.upsert_pod_info(pod)
+        if held and key not in snap.records:
+            self.listener.cluster_event(ASSIGNED_POD_DELETE)  # finished: its resources are free
+        self.listener.pod_changed(pod, is_new=kind == "ADDED", spec_changed=pod_spec_changed(old, obj))
+
+    # ------------------------------------------------------------------ NodeMetrics
+    def _on_node_metric(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        name = object_key(obj)
+        if kind == "DELETED":
+            self.snapshot.remove_node_metric(name)
+            self.malformed.clear("NodeMetric", name)
+        else:
+            try:
+                self.snapshot.upsert_node_metric(obj)
+            except InvalidObjectError as exc:
+                self.malformed.report("NodeMetric", name, obj, exc)
+                return
+            self.malformed.clear("NodeMetric", name)
+        self.listener.cluster_event(NODE_METRIC)
+
+    # ------------------------------------------------------------------ PodGroups
+    def _pod_group_handler(self, other: CustomResource) -> Any:
+        """Both API groups share one namespace/name space in the snapshot; deleting the object
+        of one group falls back to the other group's object of the same name, if any."""
+
+        def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
+            key = object_key(obj)
+            meta = obj.get("metadata") or {}
+            namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+            label = f"{key} ({obj.get('apiVersion') or 'unknown version'})"
+            if kind == "DELETED":
+                self.malformed.clear("PodGroup", label)
+                fallback = self.crds[other].store.get(key)
+                self.snapshot.remove_pod_group(namespace, name)
+                if fallback is not None:
+                    with contextlib.suppress(InvalidObjectError):
+                        self.snapshot.upsert_pod_group(fallback)
+            else:
+                try:
+                    self.snapshot.upsert_pod_group(obj)
+                except InvalidObjectError as exc:
+                    self.malformed.report("PodGroup", label, obj, exc)
+                    return
+                self.malformed.clear("PodGroup", label)
+            self.listener.gang_changed(key)
+
+        return handle

@@ -1,0 +1,128 @@
+"""The JSON behind `GET /explain/<namespace>/<pod>` and `loadline explain`.
+
+For the pod's last attempt on this replica: per node either the plugin that rejected it
+and why, or its score per plugin (raw, normalised, weight) and the weighted total, and
+which node was chosen; plus where the pod is now (queue, Permit, binding, bound) and,
+for a pod in a gang, the gang's state.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduler_plugin.framework.explain import explain
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.plugins.coscheduling.gangs import member_keys
+from scheduler_plugin.server.scheduler import Scheduler
+
+
+def _time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _state(scheduler: Scheduler, pod: PodInfo) -> str:
+    key = pod.key
+    flight = scheduler.in_flight.get(key)
+    if flight is not None:
+        waiting = flight.result.waiting
+        return "waiting-on-permit" if waiting is not None and not waiting.done else "binding"
+    record = scheduler.snapshot.records.get(key)
+    if record is not None:
+        return "assumed" if record.assumed else "bound"
+    if pod.node_name:
+        return "bound"
+    if pod.is_terminated:
+        return "terminated"
+    if pod.scheduler_name not in scheduler.frameworks:
+        return "not-ours"
+    where = scheduler.queue.where(key)
+    return f"queued:{where}" if where else "not-queued"
+
+
+def _gang(scheduler: Scheduler, pod: PodInfo) -> dict[str, Any] | None:
+    ref = pod.gang
+    if ref is None:
+        return {"error": pod.gang_error} if pod.gang_error else None
+    snap = scheduler.snapshot
+    members = member_keys(snap, ref.key)
+    group = snap.pod_groups.get(ref.key)
+    minimum = (group.min_member if group is not None else None) if ref.uses_crd else (ref.min_available or 1)
+    waiting = sorted(
+        w.pod.key
+        for f in scheduler.frameworks.values()
+        for w in f.waiting_pods
+        if w.pod.gang is not None and w.pod.gang.key == ref.key
+    )
+    bound = sorted(k for k in members if k in snap.records and not snap.records[k].assumed)
+    assumed = sorted(k for k in members if k in snap.records and snap.records[k].assumed and k not in waiting)
+    pending = sorted(k for k in members if k not in snap.records)
+    return {
+        "name": ref.key,
+        "source": ref.source.value,
+        "podGroupFound": (group is not None) if ref.uses_crd else None,
+        "minMember": minimum,
+        "members": len(members),
+        "bound": bound,
+        "waitingOnPermit": waiting,
+        "assumed": assumed,
+        "pending": pending,
+    }
+
+
+def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: bool) -> tuple[int, dict[str, Any]]:
+    key = f"{namespace}/{name}"
+    snap = scheduler.snapshot
+    pod = snap.pods.get(key)
+    if pod is None:
+        return 404, {"pod": key, "error": f"pod {key} is not in the scheduler's cache (no such pod?)"}
+    doc: dict[str, Any] = {
+        "pod": key,
+        "uid": str((pod.raw.get("metadata") or {}).get("uid") or ""),
+        "schedulerName": pod.scheduler_name,
+        "nodeName": pod.node_name or snap.node_of(key) or None,
+        "state": _state(scheduler, pod),
+        "leader": is_leader,
+        "attempt": None,
+        "nodes": [],
+        "gang": _gang(scheduler, pod),
+    }
+    flight = scheduler.in_flight.get(key)
+    if flight is not None and flight.result.waiting is not None and not flight.result.waiting.done:
+        doc["waitingOnPlugins"] = flight.result.waiting.pending_plugins
+    attempt = scheduler.attempts.get(key)
+    if attempt is None:
+        doc["note"] = (
+            "no scheduling attempt recorded by this replica"
+            + ("" if is_leader else " (it is a standby; ask the leader)")
+        )
+        return 200, doc
+    result = attempt.result
+    doc["attempt"] = {
+        "at": _time(attempt.at),
+        "profile": attempt.profile,
+        "attempts": attempt.attempts,
+        "outcome": attempt.outcome,
+        "code": str(result.status.code),
+        "message": attempt.message,
+        "node": result.node_name,
+        "evaluatedNodes": result.evaluated_nodes,
+        "feasibleNodes": result.feasible_nodes,
+        "stale": attempt.uid != doc["uid"],
+    }
+    nodes = []
+    for entry in explain(result, snap):
+        item: dict[str, Any] = {"node": entry.node, "feasible": not entry.rejected_by}
+        if entry.rejected_by:
+            item["rejectedBy"] = entry.rejected_by
+            item["reasons"] = entry.reasons
+        else:
+            item["scores"] = {
+                plugin: {"raw": raw, "normalized": normalized, "weight": weight, "weighted": normalized * weight}
+                for plugin, (raw, normalized, weight) in entry.scores.items()
+            }
+            item["total"] = entry.total
+        item["chosen"] = entry.chosen
+        nodes.append(item)
+    doc["nodes"] = nodes
+    return 200, doc

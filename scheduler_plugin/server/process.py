@@ -1,0 +1,139 @@
+"""`loadline scheduler` as one asyncio program: informers, HTTP port, leader election, scheduling loop.
+
+Order at start (kube-scheduler's): serve /healthz at once, list + watch everything,
+wait until the caches are synced, then stand for election; only the leader runs the
+scheduling loop, while a standby keeps its caches (and queue) warm so a failover is
+one Lease expiry away. On SIGTERM the Lease is released, so a standby takes over
+without waiting for it to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from common.kube.http import KubeHTTP
+from common.kube.leader import LeaderElector, default_identity
+from common.logging import ctx
+from scheduler_plugin.framework.config import KubeSchedulerConfiguration
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.server import metrics as m
+from scheduler_plugin.server.apihealth import ApiHealth
+from scheduler_plugin.server.binder import APIBinder
+from scheduler_plugin.server.cache import ClusterCache
+from scheduler_plugin.server.explain_view import explain_pod
+from scheduler_plugin.server.http_api import build_app, serve
+from scheduler_plugin.server.malformed import MalformedObjects
+from scheduler_plugin.server.options import SchedulerOptions
+from scheduler_plugin.server.reporter import Reporter
+from scheduler_plugin.server.scheduler import Scheduler
+
+log = logging.getLogger("loadline.scheduler")
+
+
+class StartupError(Exception):
+    """The process cannot start (no usable kubeconfig or in-cluster credentials)."""
+
+
+class SchedulerProcess:
+    def __init__(self, options: SchedulerOptions, config: KubeSchedulerConfiguration, http: KubeHTTP) -> None:
+        self.options = options
+        self.http = http
+        self.identity = options.identity or default_identity()
+        self.snapshot = Snapshot()
+        self.health = ApiHealth()
+        self.reporter = Reporter(http, self.identity, health=self.health)
+        self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
+        self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder)
+        self.scheduler = Scheduler(
+            self.frameworks,
+            self.snapshot,
+            self.binder,
+            self.reporter,
+            initial_backoff_seconds=config.pod_initial_backoff_seconds,
+            max_backoff_seconds=config.pod_max_backoff_seconds,
+            unschedulable_timeout_seconds=options.unschedulable_timeout_seconds,
+            explain_capacity=options.explain_cache_size,
+        )
+        self.malformed = MalformedObjects()
+        self.cache = ClusterCache(
+            http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds
+        )
+        election = options.leader_election
+        self.elector = (
+            LeaderElector(
+                http,
+                name=election.name,
+                namespace=election.namespace,
+                identity=self.identity,
+                lease_seconds=election.lease_seconds,
+                renew_deadline_seconds=election.renew_deadline_seconds,
+                retry_period_seconds=election.retry_period_seconds,
+            )
+            if election.enabled
+            else None
+        )
+        self._export_cache_gauges()
+
+    def _export_cache_gauges(self) -> None:
+        snap = self.snapshot
+        m.CACHE_SIZE.labels("nodes").set_function(lambda: float(snap.num_nodes))
+        m.CACHE_SIZE.labels("pods").set_function(lambda: float(len(snap.pods)))
+        m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
+        m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.pod_groups)))
+
+    def is_leader(self) -> bool:
+        return self.elector.is_leader if self.elector is not None else self.scheduler.leading
+
+    def explain(self, namespace: str, name: str) -> tuple[int, dict[str, Any]]:
+        return explain_pod(self.scheduler, namespace, name, is_leader=self.is_leader())
+
+    async def run(self) -> None:
+        app = build_app(ready=self.cache.synced, is_leader=self.is_leader, explain=self.explain)
+        runner = await serve(app, self.options.bind_address, self.options.port)
+        log.info("serving /healthz /readyz /metrics /explain", extra=ctx(
+            address=f"{self.options.bind_address}:{self.options.port}", identity=self.identity,
+            profiles=",".join(self.frameworks)))
+        informers = asyncio.create_task(self.cache.run(), name="informers")
+        try:
+            await self.cache.wait_synced()
+            log.info("caches synced", extra=ctx(nodes=self.snapshot.num_nodes, pods=len(self.snapshot.pods)))
+            if self.elector is None:
+                await self.scheduler.run()
+            else:
+                election = self.options.leader_election
+                log.info("standing for leader election", extra=ctx(lease=f"{election.namespace}/{election.name}"))
+                await self.elector.run(self.scheduler.run)
+        finally:
+            informers.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await informers
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.reporter.drain(), timeout=5)
+            await runner.cleanup()
+
+
+async def run_until_signalled(options: SchedulerOptions, config: KubeSchedulerConfiguration) -> None:
+    try:
+        http = await KubeHTTP.connect(options.kubeconfig, user_agent="loadline-scheduler")
+    except Exception as exc:  # kubernetes' ConfigException, a bad file: the message says which
+        where = options.kubeconfig or "$KUBECONFIG, ~/.kube/config or the in-cluster service account"
+        raise StartupError(f"cannot load API server credentials from {where}: {exc}") from None
+    try:
+        process = SchedulerProcess(options, config, http)
+        main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        assert main is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):  # not in the main thread
+                loop.add_signal_handler(sig, main.cancel)
+        try:
+            await process.run()
+        except asyncio.CancelledError:
+            log.info("shutting down")
+    finally:
+        await http.close()

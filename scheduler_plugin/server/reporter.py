@@ -1,0 +1,177 @@
+"""What the scheduler tells users: `Scheduled`/`FailedScheduling` events and the PodScheduled condition.
+
+Formats are kube-scheduler's (reference §B.5, §B.6): events through events.k8s.io/v1
+with the profile's schedulerName as reporting controller; on failure the pod status
+gets `PodScheduled=False` with reason `Unschedulable` (a rejection) or `SchedulerError`
+and the full FitError message.
+
+Writes are asynchronous (the scheduling cycle never waits on the API server) but kept
+in order per pod, and the binder waits for a pod's earlier writes before binding it.
+Identical failures are not re-reported on every retry: the condition is only patched
+when it changes, and the same event note is repeated at most every `event_repeat_seconds`
+(kube-scheduler's event correlator aggregates repeats the same way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from common.kube.events import EventRecorder
+from common.kube.http import KubeError, KubeHTTP
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.status import Status
+from scheduler_plugin.server.apihealth import ApiHealth
+
+log = logging.getLogger("loadline.scheduler.reporter")
+
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+
+
+def failure_reason(status: Status) -> str:
+    return REASON_UNSCHEDULABLE if status.is_rejected() else REASON_SCHEDULER_ERROR
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "PodScheduled":
+            return cond
+    return None
+
+
+def condition_patch(pod: Mapping[str, Any], reason: str, message: str) -> dict[str, Any] | None:
+    """The strategic-merge patch for PodScheduled=False, or None when the pod already says exactly that."""
+    current = scheduled_condition(pod)
+    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == (
+        "False", reason, message
+    ):
+        return None
+    transition = (
+        current.get("lastTransitionTime")
+        if current is not None and current.get("status") == "False" and current.get("lastTransitionTime")
+        else _now()
+    )
+    condition: dict[str, Any] = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": transition,
+    }
+    generation = (pod.get("metadata") or {}).get("generation")
+    if isinstance(generation, int):
+        condition["observedGeneration"] = generation
+    return {"status": {"conditions": [condition]}}
+
+
+class Reporter:
+    def __init__(
+        self, http: KubeHTTP, instance: str, *, health: ApiHealth | None = None, event_repeat_seconds: float = 300.0
+    ) -> None:
+        self.http = http
+        self.instance = instance
+        self.health = health if health is not None else ApiHealth()
+        self.event_repeat_seconds = event_repeat_seconds
+        self._recorders: dict[str, EventRecorder] = {}
+        self._chains: dict[str, asyncio.Task[None]] = {}
+        self._last_event: dict[tuple[str, str], tuple[str, float]] = {}  # (uid, reason) -> (note, when)
+
+    def _recorder(self, profile: str) -> EventRecorder:
+        recorder = self._recorders.get(profile)
+        if recorder is None:
+            recorder = self._recorders[profile] = EventRecorder(self.http, profile, self.instance)
+        return recorder
+
+    # ------------------------------------------------------------------ ordering per pod
+    def _enqueue(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        previous = self._chains.get(key)
+
+        async def run() -> None:
+            try:
+                if previous is not None:
+                    await asyncio.gather(previous, return_exceptions=True)
+                await work
+            except asyncio.CancelledError:
+                work.close()  # cancelled before it started: no "never awaited" warning
+                raise
+            except Exception:
+                log.exception("reporting on pod %s failed", key)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._chains[key] = task
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._chains.get(key) is done:
+                del self._chains[key]
+
+        task.add_done_callback(forget)
+
+    async def settle(self, key: str) -> None:
+        """Wait until every write queued for the pod so far has finished."""
+        pending = self._chains.get(key)
+        if pending is not None:
+            await asyncio.gather(pending, return_exceptions=True)
+
+    async def drain(self) -> None:
+        """Wait for every queued write (shutdown)."""
+        if self._chains:
+            await asyncio.gather(*self._chains.values(), return_exceptions=True)
+
+    def forget_pod(self, uid: str) -> None:
+        for key in [k for k in self._last_event if k[0] == uid]:
+            del self._last_event[key]
+
+    # ------------------------------------------------------------------ reports
+    def scheduled(self, pod: PodInfo, profile: str, node_name: str) -> None:
+        note = f"Successfully assigned {pod.key} to {node_name}"
+        self._enqueue(pod.key, self._event(pod, profile, "Scheduled", "Binding", note, kind="Normal"))
+
+    def failed(self, pod: PodInfo, profile: str, status: Status, *, nominated_node: str = "") -> None:
+        reason = failure_reason(status)
+        message = status.message or str(status)
+        self._enqueue(pod.key, self._failure(pod, profile, reason, message))
+
+    def skipped_deleting(self, pod: PodInfo, profile: str) -> None:
+        note = f"skip schedule deleting pod: {pod.key}"
+        self._enqueue(pod.key, self._event(pod, profile, "FailedScheduling", "Scheduling", note, kind="Warning"))
+
+    async def _failure(self, pod: PodInfo, profile: str, reason: str, message: str) -> None:
+        await self._event(pod, profile, "FailedScheduling", "Scheduling", message, kind="Warning")
+        patch = condition_patch(pod.raw, reason, message)
+        if patch is None:
+            return
+        try:
+            await self.http.strategic_patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch)
+        except KubeError as exc:
+            if not exc.is_not_found:  # (deleted meanwhile: nothing to tell)
+                self.health.failed("pod status", exc)
+            return
+        self.health.succeeded("pod status")
+
+    async def _event(self, pod: PodInfo, profile: str, reason: str, action: str, note: str, *, kind: str) -> None:
+        uid = str((pod.raw.get("metadata") or {}).get("uid") or pod.key)
+        now = time.monotonic()
+        last = self._last_event.get((uid, reason))
+        if last is not None and last[0] == note and now - last[1] < self.event_repeat_seconds:
+            return
+        regarding = {"apiVersion": "v1", "kind": "Pod", "metadata": pod.raw.get("metadata") or {}}
+        event = self._recorder(profile).build(
+            regarding, reason=reason, action=action, note=note, type="Warning" if kind == "Warning" else "Normal"
+        )
+        try:
+            await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
+        except KubeError as exc:
+            self.health.failed("event", exc)  # events are best effort; the next attempt reports again
+            return
+        self._last_event[(uid, reason)] = (note, now)
+        self.health.succeeded("event")

@@ -1,0 +1,107 @@
+"""`loadline scheduler` with malformed objects in the cluster (issue 4, test f).
+
+Each of these passes the API server's validation but not the scheduler's: a NodeMetric
+with a negative CPU usage, a PodGroup with a negative minResources and a pod whose node
+affinity compares with `Gt` against "abc". Some exist before the scheduler starts (they
+come with the initial LIST), some arrive while it runs (WATCH). Each is logged once per
+object version, counted, and skipped, while every other pod is scheduled.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.harness.controlplane import ControlPlane
+from tests.integration.scheduler_support import (
+    NM_PATH,
+    PG_LABEL,
+    Api,
+    bound_count,
+    create_pods,
+    placements,
+    pod,
+    pod_group,
+    running_scheduler,
+    unique,
+    wait_for,
+    write_node_metric,
+)
+from tests.integration.test_scheduler_reporting import events_for
+
+pytestmark = pytest.mark.integration
+
+SUITE = "loadline.test/suite"
+PG_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{}/podgroups"
+BAD_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "loadline.test/rank", "operator": "Gt", "values": ["abc"]}]}
+]}}}  # fmt: skip
+
+
+def metric_value(text: str, sample: str) -> float:
+    match = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_malformed_objects_are_logged_once_counted_and_skipped(
+    cluster: ControlPlane, namespace: str, kwok_nodes: object
+) -> None:
+    suite = unique("bad")
+    nodes = kwok_nodes(2, cpu="8", memory="32Gi", labels={SUITE: suite})  # type: ignore[operator]
+    api = Api(cluster)
+    selector = {SUITE: suite}
+    try:
+        # Before the scheduler starts: delivered by the initial LIST.
+        write_node_metric(api, nodes[0], cpu="-1", memory="1Gi")
+        api.create(PG_PATH.format(namespace), pod_group("broken", namespace, 2, minResources={"cpu": "-2"}))
+        create_pods(api, [pod("bad-affinity", namespace, node_selector=selector, affinity=BAD_AFFINITY)])
+        with running_scheduler(cluster) as scheduler:
+            # While it runs: delivered by WATCH.
+            write_node_metric(api, nodes[1], cpu="500m", memory="2Gi")
+            create_pods(api, [pod("bad-affinity-2", namespace, node_selector=selector, affinity=BAD_AFFINITY)])
+            api.create(PG_PATH.format(namespace), pod_group("fine", namespace, 2))
+            good = [pod(f"good-{i}", namespace, node_selector=selector) for i in range(8)]
+            good += [pod(f"fine-{i}", namespace, node_selector=selector, labels={PG_LABEL: "fine"}) for i in range(2)]
+            broken = [pod(f"broken-{i}", namespace, node_selector=selector, labels={PG_LABEL: "broken"}) for i in range(2)]
+            create_pods(api, good + broken)
+
+            wait_for("every readable pod to be bound", lambda: bound_count(api, namespace) == len(good), timeout=90)
+            where = placements(api, namespace)
+            assert not where["bad-affinity"] and not where["bad-affinity-2"]
+            assert not where["broken-0"] and not where["broken-1"]
+            assert set(where.values()) - {""} <= set(nodes)
+
+            # The gang whose PodGroup is unreadable is told why it waits.
+            wait_for("a FailedScheduling event for the broken gang",
+                     lambda: bool(events_for(api, namespace, "broken-0", "FailedScheduling")))
+            note = events_for(api, namespace, "broken-0", "FailedScheduling")[0]["note"]
+            assert f"PodGroup {namespace}/broken not found" in note, note
+
+            log = scheduler.log()
+            assert log.count(f"skipping malformed Pod {namespace}/bad-affinity:") == 1
+            assert log.count(f"skipping malformed Pod {namespace}/bad-affinity-2:") == 1
+            assert log.count(f"skipping malformed NodeMetric {nodes[0]}:") == 1
+            assert log.count(f"skipping malformed PodGroup {namespace}/broken ") == 1
+            assert "matchExpressions[0].values[0]: 'abc' is not an integer" in log  # the log names what is wrong
+
+            metrics = scheduler.metrics()
+            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="Pod"}') == 2
+            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="NodeMetric"}') == 1
+            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="PodGroup"}') == 1
+
+            # A new version of a malformed object is reported again; the same version never twice.
+            api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/bad-affinity", {"metadata": {"labels": {"v": "2"}}})
+            wait_for("the new version to be logged",
+                     lambda: scheduler.log().count(f"skipping malformed Pod {namespace}/bad-affinity:") == 2)
+            time.sleep(1)
+            assert scheduler.log().count(f"skipping malformed Pod {namespace}/bad-affinity:") == 2
+
+            # Fixing the PodGroup lets its gang in.
+            api.merge_patch(f"{PG_PATH.format(namespace)}/broken", {"spec": {"minResources": {"cpu": "2"}}})
+            wait_for("the repaired gang to be bound", lambda: bound_count(api, namespace) == len(good) + 2, timeout=60)
+            assert scheduler.component.alive()
+    finally:
+        for node in nodes:
+            api.delete(f"{NM_PATH}/{node}")

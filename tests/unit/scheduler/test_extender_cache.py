@@ -1,0 +1,62 @@
+"""The extender's caches: watch events into the snapshot; malformed objects are skipped and counted."""
+
+from __future__ import annotations
+
+from kubernetes.aio import client as kclient
+from prometheus_client import REGISTRY
+
+from common.kube.http import KubeHTTP
+from scheduler_plugin.extender.cache import ASSIGNED_PODS, ClusterCache
+from tests.unit.scheduler.builders import node, node_metric, pod
+
+
+def invalid_count(kind: str) -> float:
+    return REGISTRY.get_sample_value("loadline_extender_invalid_objects_total", {"kind": kind}) or 0.0
+
+
+def make_cache() -> ClusterCache:
+    return ClusterCache(KubeHTTP(kclient.Configuration(host="http://127.0.0.1:1")))
+
+
+def test_events_feed_the_snapshot() -> None:
+    cache = make_cache()
+    snap = cache.snapshot
+    cache.nodes._emit("ADDED", node("a"), None)
+    cache.node_metrics._emit("ADDED", node_metric("a", cpu="1", memory="1Gi"), None)
+    cache.pods._emit("ADDED", pod("p", node_name="a"), None)
+    info = snap.node_by_name("a")
+    assert info is not None and info.load is not None
+    assert snap.node_of("default/p") == "a"
+    cache.pods._emit("DELETED", pod("p", node_name="a"), None)
+    assert snap.node_of("default/p") is None
+    cache.node_metrics._emit("DELETED", node_metric("a"), None)
+    assert info.load is None
+    cache.nodes._emit("DELETED", node("a"), None)
+    assert snap.node_by_name("a") is None
+
+
+def test_malformed_objects_are_skipped_and_counted() -> None:
+    cache = make_cache()
+    before = {k: invalid_count(k) for k in ("node", "pod", "nodemetric")}
+    cache.nodes._emit("ADDED", node("a"), None)
+    broken_node = node("a", cpu="4")
+    broken_node["status"]["allocatable"]["cpu"] = "four"
+    cache.nodes._emit("MODIFIED", broken_node, None)
+    cache.pods._emit("ADDED", pod("p", cpu="-1", node_name="a"), None)
+    broken_metric = node_metric("a", cpu="1")
+    broken_metric["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "NaN"
+    cache.node_metrics._emit("ADDED", broken_metric, None)
+    assert {k: invalid_count(k) - v for k, v in before.items()} == {"node": 1, "pod": 1, "nodemetric": 1}
+    info = cache.snapshot.node_by_name("a")
+    assert info is not None and info.allocatable["cpu"] == 4000  # the last good version stays
+    assert "default/p" not in cache.snapshot.pods
+    # and the cache goes on with good objects
+    cache.pods._emit("ADDED", pod("q", node_name="a"), None)
+    assert cache.snapshot.node_of("default/q") == "a"
+
+
+def test_only_assigned_live_pods_are_watched() -> None:
+    cache = make_cache()
+    assert cache.pods.selectors == {"fieldSelector": ASSIGNED_PODS}
+    assert ASSIGNED_PODS == "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+    assert not cache.synced

@@ -1,0 +1,282 @@
+"""The scheduler process's loop (scheduler_plugin.server) against a fake API server: binding and
+its Status answer, 409 handling, events and the PodScheduled condition, retries on cluster
+events, and what happens to waiting and binding pods when leadership is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from common.kube.http import KubeError
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.server.binder import APIBinder
+from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed
+from scheduler_plugin.server.queueing import NODE_ADD, NODE_METRIC, helps
+from scheduler_plugin.server.reporter import Reporter, condition_patch
+from scheduler_plugin.server.scheduler import Scheduler
+from tests.unit.scheduler.builders import gang_labels, node, pod
+
+Obj = dict[str, Any]
+
+
+class FakeHTTP:
+    """Answers like the API server for bindings, events and pod status patches."""
+
+    def __init__(self) -> None:
+        self.bindings: dict[str, str] = {}  # "ns/name" -> node
+        self.events: list[Obj] = []
+        self.patches: list[tuple[str, Obj]] = []
+        self.pods: dict[str, Obj] = {}  # what GET returns, by path
+        self.fail_binding: dict[str, KubeError] = {}
+        self.hold_bindings: asyncio.Event | None = None
+
+    async def create(self, path: str, body: Any) -> Obj:
+        if path.endswith("/binding"):
+            key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+            if self.hold_bindings is not None:
+                await self.hold_bindings.wait()
+            if key in self.fail_binding:
+                raise self.fail_binding.pop(key)
+            self.bindings[key] = body["target"]["name"]
+            return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        self.events.append(body)
+        return body
+
+    async def strategic_patch(self, path: str, patch: Obj) -> Obj:
+        self.patches.append((path, patch))
+        return {}
+
+    async def get(self, path: str, **_: Any) -> Obj:
+        if path not in self.pods:
+            raise KubeError(404, "Not Found", {"message": "not found"})
+        return self.pods[path]
+
+
+def make(snapshot: Snapshot, config: Obj | None = None) -> tuple[Scheduler, FakeHTTP]:
+    http = FakeHTTP()
+    reporter = Reporter(http, "test-instance")  # type: ignore[arg-type]
+    binder = APIBinder(http, before_bind=reporter.settle)  # type: ignore[arg-type]
+    frameworks = frameworks_from_config(config, snapshot=snapshot, binder=binder)
+    return Scheduler(frameworks, snapshot, binder, reporter, initial_backoff_seconds=0.05,
+                     max_backoff_seconds=0.1), http
+
+
+def elsewhere(obj: Obj) -> Obj:
+    """The pod belongs to another scheduler (still a gang member for Coscheduling's counting)."""
+    obj["spec"]["schedulerName"] = "other-scheduler"
+    return obj
+
+
+def add(scheduler: Scheduler, obj: Obj) -> None:
+    info = scheduler.snapshot.upsert_pod(obj)
+    scheduler.pod_changed(info, is_new=True, spec_changed=True)
+
+
+@contextlib.asynccontextmanager
+async def leading(scheduler: Scheduler) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(scheduler.run())
+    try:
+        yield task
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.05)  # let cancelled binding tasks roll back
+
+
+async def until(check: Callable[[], bool], within: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_pods_are_bound_and_get_a_scheduled_event() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1"), node("n2")])
+        scheduler, http = make(snap)
+        async with leading(scheduler):
+            for i in range(3):
+                add(scheduler, pod(f"p{i}", cpu="1"))
+            await until(lambda: len(http.bindings) == 3 and len(http.events) == 3)
+        assert {e["reason"] for e in http.events} == {"Scheduled"}
+        notes = sorted(e["note"] for e in http.events)
+        assert notes == sorted(f"Successfully assigned default/p{i} to {http.bindings[f'default/p{i}']}" for i in range(3))
+        assert all(e["reportingController"] == "loadline-scheduler" and e["action"] == "Binding" for e in http.events)
+        assert all(not r.assumed for r in snap.records.values()) and len(snap.records) == 3
+
+    asyncio.run(run())
+
+
+def test_unschedulable_pod_is_reported_then_retried_on_node_add() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("small", cpu="1")])
+        scheduler, http = make(snap)
+        async with leading(scheduler):
+            add(scheduler, pod("big", cpu="2"))
+            await until(lambda: bool(http.patches))
+            message = "0/1 nodes are available: 1 Insufficient cpu."
+            assert [e["note"] for e in http.events] == [message]
+            assert http.events[0]["type"] == "Warning" and http.events[0]["reason"] == "FailedScheduling"
+            path, patch = http.patches[0]
+            assert path == "/api/v1/namespaces/default/pods/big/status"
+            condition = patch["status"]["conditions"][0]
+            assert (condition["type"], condition["status"], condition["reason"], condition["message"]) == (
+                "PodScheduled", "False", "Unschedulable", message)
+            assert scheduler.queue.where("default/big") == "unschedulable"
+            await asyncio.sleep(0.3)  # parked: no retry without an event (the pool's timeout is 5 min)
+            assert len(http.events) == 1
+
+            snap.upsert_node(node("large", cpu="4"))
+            scheduler.cluster_event(NODE_ADD)
+            await until(lambda: http.bindings.get("default/big") == "large")
+
+    asyncio.run(run())
+
+
+def test_bind_conflicts_are_resolved_by_reading_the_pod_back() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        conflict = KubeError(409, "Conflict", {"message": "pod mine is already assigned to node n1"})
+        http.fail_binding["default/mine"] = conflict
+        http.pods["/api/v1/namespaces/default/pods/mine"] = pod("mine", node_name="n1")
+        http.fail_binding["default/theirs"] = conflict
+        http.pods["/api/v1/namespaces/default/pods/theirs"] = pod("theirs", node_name="elsewhere")
+        http.fail_binding["default/gone"] = KubeError(404, "Not Found")
+        async with leading(scheduler):
+            for name in ("mine", "theirs", "gone"):
+                add(scheduler, pod(name, cpu="100m"))
+            await until(lambda: len([e for e in http.events if e["reason"] == "Scheduled"]) == 1)
+            await asyncio.sleep(0.2)
+        # An earlier binding of ours went through: success. Bound elsewhere or deleted: dropped, not retried.
+        assert [e["regarding"]["name"] for e in http.events] == ["mine"]
+        assert snap.node_of("default/mine") == "n1"
+        assert snap.node_of("default/theirs") is None and snap.node_of("default/gone") is None
+        assert scheduler.queue.where("default/theirs") is None and scheduler.queue.where("default/gone") is None
+
+    asyncio.run(run())
+
+
+def test_failed_binding_releases_the_node_and_retries_with_backoff() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        http.fail_binding["default/p"] = KubeError(0, "ClientConnectorError: connection refused")
+        async with leading(scheduler):
+            add(scheduler, pod("p", cpu="1"))
+            await until(lambda: http.bindings.get("default/p") == "n1")
+        assert scheduler.binder.health.unreachable is False  # the later success cleared it
+
+    asyncio.run(run())
+
+
+def test_losing_leadership_rolls_back_waiting_and_binding_pods() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1"), node("n2")])
+        scheduler, http = make(snap)
+        # A gang of two whose second member is another scheduler's: the first waits in Permit for it.
+        snap.upsert_pod(elsewhere(pod("g-1", cpu="1", labels=gang_labels("g", 2))))
+        http.hold_bindings = asyncio.Event()  # bindings hang: the lone pod stays "binding"
+        async with leading(scheduler):
+            add(scheduler, pod("g-0", cpu="1", labels=gang_labels("g", 2)))
+            add(scheduler, pod("lone", cpu="1"))
+            await until(lambda: len(scheduler.in_flight) == 2)
+            assert {k: scheduler.snapshot.records[k].assumed for k in snap.records} == {
+                "default/g-0": True, "default/lone": True}
+        assert not snap.records  # both reservations released
+        assert not scheduler.in_flight and not scheduler.leading
+        assert http.bindings == {}
+
+        # Leading again: the pods are queued again and placed (the gang once its member is ours).
+        http.hold_bindings.set()
+        async with leading(scheduler):
+            add(scheduler, pod("g-1", cpu="1", labels=gang_labels("g", 2)))
+            await until(lambda: len(http.bindings) == 3)
+
+    asyncio.run(run())
+
+
+def test_a_pod_deleted_while_waiting_in_permit_is_dropped() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        snap.upsert_pod(elsewhere(pod("g-1", cpu="1", labels=gang_labels("g", 2))))
+        async with leading(scheduler):
+            add(scheduler, pod("g-0", cpu="1", labels=gang_labels("g", 2)))
+            await until(lambda: "default/g-0" in scheduler.in_flight)
+            snap.remove_pod("default/g-0")
+            scheduler.pod_deleted("default/g-0", None)
+            await until(lambda: not scheduler.in_flight)
+            await asyncio.sleep(0.2)
+        assert not snap.records and scheduler.queue.where("default/g-0") is None and not http.bindings
+
+    asyncio.run(run())
+
+
+# --------------------------------------------------------------------------- small parts
+def test_condition_patch_is_skipped_when_nothing_changed_and_keeps_the_transition_time() -> None:
+    fresh = pod("p")
+    patch = condition_patch(fresh, "Unschedulable", "0/3 nodes are available: 3 Insufficient cpu.")
+    assert patch is not None
+    condition = patch["status"]["conditions"][0]
+    fresh["status"]["conditions"] = [condition]
+    assert condition_patch(fresh, "Unschedulable", condition["message"]) is None
+    changed = condition_patch(fresh, "Unschedulable", "0/3 nodes are available: 3 Insufficient memory.")
+    assert changed is not None
+    assert changed["status"]["conditions"][0]["lastTransitionTime"] == condition["lastTransitionTime"]
+
+
+@pytest.mark.parametrize(("plugins", "event", "moves"), [
+    (set(), NODE_METRIC, True),  # no plugin named: every event
+    ({"NodeResourcesFit"}, NODE_METRIC, False),
+    ({"LoadAwareScheduling"}, NODE_METRIC, True),
+    ({"NodeAffinity", "NodeResourcesFit"}, NODE_ADD, True),
+    ({"SomeOutOfTreePlugin"}, NODE_METRIC, True),
+])  # fmt: skip
+def test_events_move_only_the_pods_they_can_help(plugins: set[str], event: str, moves: bool) -> None:
+    from scheduler_plugin.framework.interfaces import QueuedPodInfo
+    from scheduler_plugin.framework.podinfo import PodInfo
+
+    info = QueuedPodInfo(PodInfo.from_dict(pod("p")), 0.0, unschedulable_plugins=plugins)
+    assert helps(event)(info) is moves
+
+
+def test_heartbeats_and_status_writes_are_not_scheduling_changes() -> None:
+    old = node("n1")
+    heartbeat = {**old, "status": {**old["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert not node_changed_for_scheduling(old, heartbeat)
+    relabelled = {**old, "metadata": {**old["metadata"], "labels": {"zone": "b"}}}
+    assert node_changed_for_scheduling(old, relabelled)
+    p = pod("p")
+    assert not pod_spec_changed(p, {**p, "status": {"conditions": [{"type": "PodScheduled", "status": "False"}]}})
+    assert pod_spec_changed(p, {**p, "spec": {**p["spec"], "schedulingGates": []}})
+
+
+def test_a_crash_in_one_cycle_costs_one_attempt_not_the_loop() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        framework = scheduler.frameworks["loadline-scheduler"]
+        original = framework.run_scheduling_cycle
+        crashes = []
+
+        def crash_once(pod: Any, snapshot: Any = None, *, record: bool = False) -> Any:
+            if not crashes:
+                crashes.append(pod.key)
+                raise RuntimeError("boom")
+            return original(pod, snapshot, record=record)
+
+        framework.run_scheduling_cycle = crash_once  # type: ignore[method-assign]
+        async with leading(scheduler) as task:
+            add(scheduler, pod("p", cpu="1"))
+            await until(lambda: http.bindings.get("default/p") == "n1")
+            assert not task.done()
+        assert crashes == ["default/p"]
+
+    asyncio.run(run())
