@@ -17,7 +17,6 @@ import contextlib
 import logging
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -25,11 +24,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import IO, Any
 
 import yaml
-from kubernetes.aio.config import ConfigException as _KubeconfigError
 
 from agent.collectors.registry import CollectorContext, build_collectors, close_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
+from agent.loops import SamplingLoop, every, log_crash, until_signalled
 from agent.podwatch import CgroupPodDiscovery, PodWatch
 from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
 from agent.qos.enforcer import QoSEnforcer
@@ -39,7 +38,7 @@ from agent.sampler import Sampler
 from common.api.nodemetric import NodeMetric
 from common.api.wire import GoDuration, ObjectMeta
 from common.config import ConfigError
-from common.kube.http import KubeHTTP
+from common.kube.http import KubeConfigError, KubeHTTP
 from common.logging import setup_logging
 from common.version import __version__
 
@@ -69,60 +68,6 @@ def collector_context(settings: AgentSettings, pods: Callable[[], Any]) -> Colle
     )
 
 
-class SamplingLoop:
-    """Runs every sampler's cycle on a fixed cadence. A late cycle is run late, never twice; a cycle that
-    raises is logged and the loop goes on (collectors already contain their own failures)."""
-
-    def __init__(self, samplers: Callable[[], Sequence[Sampler]], interval: float) -> None:
-        self.samplers = samplers
-        self.interval = interval
-        self.last_cycle_end: float | None = None  # monotonic
-        self.cycles = 0
-        self.on_cycle: list[Callable[[], None]] = []
-
-    async def run_once(self) -> None:
-        for sampler in self.samplers():
-            try:
-                await sampler.cycle()
-            except Exception:
-                log.exception("collect cycle failed")
-        self.cycles += 1
-        self.last_cycle_end = time.monotonic()
-        for callback in self.on_cycle:
-            callback()
-
-    async def run(self) -> None:
-        next_at = time.monotonic()
-        while True:
-            await self.run_once()
-            next_at += self.interval
-            now = time.monotonic()
-            if next_at < now:  # overran: skip the missed ticks instead of bursting
-                next_at = now + self.interval - ((now - next_at) % self.interval)
-            await asyncio.sleep(next_at - now)
-
-    def healthy(self) -> tuple[bool, str]:
-        if self.last_cycle_end is None:
-            return True, "starting"
-        age = time.monotonic() - self.last_cycle_end
-        limit = max(3 * self.interval, 10.0)
-        if age > limit:
-            return False, f"no collect cycle for {age:.1f}s"
-        return True, "ok"
-
-
-async def _every(seconds: Callable[[], float], work: Callable[[], Awaitable[None]], first: float) -> None:
-    await asyncio.sleep(first)
-    while True:
-        started = time.monotonic()
-        try:
-            await work()
-        except Exception:
-            log.exception("periodic work failed")
-        await asyncio.sleep(max(seconds() - (time.monotonic() - started), 0.0))
-
-
-# ------------------------------------------------------------------------------------------------ daemon
 class NodeAgent:
     """The daemon for one node; usable in-process (tests) through `start()` / `stop()`."""
 
@@ -207,7 +152,7 @@ class NodeAgent:
         self._spawn(self.loop.run(), "sampling")
         self._spawn(self.podwatch.run(), "pod watch")
         first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
-        self._spawn(_every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
+        self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
         if self.cache is not None and self.publisher is not None:
             self._spawn(self.cache.run(), "nodemetric watch")
             self._spawn(self.publisher.run(), "publisher")
@@ -217,7 +162,7 @@ class NodeAgent:
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         task.set_name(name)
-        task.add_done_callback(_log_crash)
+        task.add_done_callback(log_crash)
         self.tasks.append(task)
 
     def _policy_changed(self, policy: ReportPolicy) -> None:
@@ -271,20 +216,6 @@ class NodeAgent:
             await self.http.close()
 
 
-def _log_crash(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("agent task %s stopped: %r", task.get_name(), task.exception())
-
-
-async def _until_signalled() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-
-
 async def run_daemon(settings: AgentSettings) -> int:
     agent = NodeAgent(settings)
     try:
@@ -293,7 +224,7 @@ async def run_daemon(settings: AgentSettings) -> int:
         await agent.stop()
         raise
     try:
-        await _until_signalled()
+        await until_signalled()
         log.info("stopping")
     finally:
         await agent.stop()
@@ -457,8 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run_daemon(settings))
     except KeyboardInterrupt:
         return 130
-    except _KubeconfigError as exc:
-        print(f"loadline agent: invalid configuration:\n  kubeconfig: {exc}", file=sys.stderr)
+    except KubeConfigError as exc:
+        print(f"loadline agent: invalid configuration:\n  {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
         print(f"loadline agent: {exc}", file=sys.stderr)

@@ -43,7 +43,8 @@ import numpy as np
 from agent.collectors.base import SeriesErrors
 from agent.config import AgentSettings
 from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
-from agent.main import USER_AGENT, SamplingLoop, _every, _log_crash, _until_signalled, base_policy
+from agent.loops import SamplingLoop, every, log_crash, until_signalled
+from agent.main import USER_AGENT, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
 from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
 from agent.report import NodeReporter, ReportPolicy, build_status
@@ -401,7 +402,7 @@ class Simulation:
             self.cache.listen(name, state.publisher.on_object)
             state.task = asyncio.ensure_future(state.publisher.run())
             state.task.set_name(f"publisher {name}")
-            state.task.add_done_callback(_log_crash)
+            state.task.add_done_callback(log_crash)
         log.debug("simulating node %s (%g cores, %d bytes)", name, cpu, int(memory))
         self._changed()
 
@@ -507,12 +508,12 @@ class Simulation:
         self._spawn(self.node_reflector.run(), "node watch")
         self._spawn(self.loop.run(), "sampling")
         first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
-        self._spawn(_every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
+        self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
         task.set_name(name)
-        task.add_done_callback(_log_crash)
+        task.add_done_callback(log_crash)
         self.tasks.append(task)
 
     async def stop(self) -> None:
@@ -535,7 +536,7 @@ async def run_simulation(settings: AgentSettings) -> int:
     simulation = Simulation(settings)
     try:
         await simulation.start()
-        await _until_signalled()
+        await until_signalled()
         log.info("stopping")
     finally:
         await simulation.stop()

@@ -48,6 +48,10 @@ class KubeError(Exception):
         return self.status == 410
 
 
+class KubeConfigError(ValueError):
+    """Neither a usable kubeconfig nor an in-cluster service account: the message says which file and why."""
+
+
 async def load_configuration(kubeconfig: str | Path | None = None, context: str | None = None) -> Configuration:
     """kubeconfig path, else $KUBECONFIG / ~/.kube/config, else the in-cluster service account."""
     import os
@@ -60,10 +64,14 @@ async def load_configuration(kubeconfig: str | Path | None = None, context: str 
     if not path:
         default = Path.home() / ".kube" / "config"
         path = str(default) if default.is_file() else None
-    if path:
-        await kconfig.load_kube_config(config_file=path, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    try:
+        if path:
+            await kconfig.load_kube_config(config_file=path, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (kconfig.ConfigException, OSError) as exc:
+        where = f"kubeconfig {path}" if path else "in-cluster service account"
+        raise KubeConfigError(f"{where}: {exc}") from exc
     return configuration
 
 

@@ -30,6 +30,7 @@ from prometheus_client import REGISTRY
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import PodUsageSample, UsageSnapshot
 from common.kube.http import KubeHTTP
+from tests.cgroup_util import rmdir_cgroup
 from tests.harness.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
@@ -59,17 +60,6 @@ class BETree:
     def cpu_seconds(self) -> float:
         return int((self.pod_dirs["cpuacct"] / "cpuacct.usage").read_text()) / 1e9
 
-
-def _rmdir(path: Path) -> None:
-    for _ in range(100):  # a just-killed task can keep the cgroup busy for a moment
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.05)
-    path.rmdir()
 
 
 @pytest.fixture
@@ -117,7 +107,7 @@ def be_tree_factory() -> Iterator[Callable[[str], BETree]]:
                     if stream is not None:
                         stream.close()
         for path in reversed(created):
-            _rmdir(path)
+            rmdir_cgroup(path)
         for tree in trees:
             assert not any((CGROUP_ROOT / c / tree.parent).exists() for c in CONTROLLERS)
 

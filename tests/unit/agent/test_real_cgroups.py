@@ -43,6 +43,7 @@ from agent.series import (
     SeriesKey,
 )
 from agent.store import build_report
+from tests.cgroup_util import rmdir_cgroup
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "memory")
@@ -92,17 +93,6 @@ def process_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-
-def _rmdir(path: Path) -> None:
-    for _ in range(50):  # a just-killed task can keep the cgroup busy for a moment
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            time.sleep(0.05)
-    path.rmdir()
 
 
 @pytest.fixture
@@ -165,7 +155,7 @@ def real_pod() -> Iterator[RealPod]:
                 if stream is not None:
                     stream.close()
         for d in reversed(created):
-            _rmdir(d)
+            rmdir_cgroup(d)
         assert not any((CGROUP_ROOT / c / parent).exists() for c in CONTROLLERS)
 
 
@@ -225,7 +215,7 @@ def test_agent_reports_real_processes_in_real_cgroups(real_pod: RealPod) -> None
     os.kill(real_pod.pids["capped"], signal.SIGKILL)
     time.sleep(0.2)
     for d in real_pod.container_dirs["capped"].values():
-        _rmdir(d)
+        rmdir_cgroup(d)
     samples = collector.collect(time.monotonic())
     assert collector.errors.by_reason.get(SeriesErrors.VANISHED, 0) >= 1
     assert not any(s.key.container == "capped" for s in samples)
