@@ -55,11 +55,13 @@ cluster-down: $(INSTALL_STAMP)
 	@$(PY) -m tests.harness cluster down
 
 demo: components
-	@$(PY) -m tests.harness cluster up
+	@$(PY) -m tests.harness cluster up --with-loadline
 	@echo
-	@echo "The local cluster is up. Loadline's components are being built issue by issue;"
-	@echo "today the cluster has Loadline's CRDs installed:  kubectl get crd | grep -E 'koordinator|scheduling'"
-	@echo "Stop it with: make cluster-down"
+	@echo "Loadline is running on a local cluster (kwok fake nodes; usage simulated from pod annotations)."
+	@echo "  kubectl get nm                      # NodeMetrics: CPU, memory, p95 CPU, age"
+	@echo "  kubectl get pods -o wide            # placed by loadline-scheduler"
+	@echo "  .venv/bin/loadline explain default/web-0"
+	@echo "Stop everything with: make cluster-down"
 
 crds: $(INSTALL_STAMP)
 	@$(PY) -m common.api.crdgen

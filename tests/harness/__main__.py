@@ -24,7 +24,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def up(nodes: int, cpu: str, memory: str) -> int:
+def up(nodes: int, cpu: str, memory: str, *, with_loadline: bool = False) -> int:
     if STATE_FILE.exists():
         state = json.loads(STATE_FILE.read_text())
         if any(_alive(pid) for pid in state["pids"].values()):
@@ -49,6 +49,22 @@ def up(nodes: int, cpu: str, memory: str) -> int:
     started = time.monotonic()
     plane.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
     print(f"==> {nodes} nodes Ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    if with_loadline:
+        from tests.harness import demo
+
+        print("==> starting Loadline: manager, agent --simulate, scheduler, descheduler", file=sys.stderr)
+        ports = demo.start_loadline(plane, STATE_DIR / "config")
+        print("==> waiting for the first NodeMetrics from the simulated agent", file=sys.stderr)
+        reported = demo.wait_for_nodemetrics(plane, nodes)
+        print(f"==> {reported}/{nodes} nodes have a NodeMetric; creating a workload for loadline-scheduler", file=sys.stderr)
+        # Before its first report a node's NodeMetric has no updateTime, and LoadAwareScheduling (Koordinator's
+        # default filterExpiredNodeMetrics) treats it as expired: seed the pods once every node has reported.
+        demo.seed_workload(plane)
+        demo.wait_for_scheduled(plane)
+        print(plane.kubectl("get", "nodemetrics").stdout, file=sys.stderr)
+        print(plane.kubectl("get", "pods", "-o", "wide").stdout, file=sys.stderr)
+        print(f"metrics: agent :{ports['agent']}, manager :{ports['manager']}, scheduler :{ports['scheduler']}, "
+              f"descheduler :{ports['descheduler']} (/metrics); logs in {plane.root / 'logs'}", file=sys.stderr)  # fmt: skip
     pids = {c.name: c.proc.pid for c in plane.components() if c.proc is not None}
     STATE_FILE.write_text(
         json.dumps({"kubeconfig": str(plane.kubeconfig), "pids": pids, "kubectl": str(plane.binaries["kubectl"])})
@@ -64,7 +80,7 @@ def down() -> int:
         print("no local cluster is running")
         return 0
     state = json.loads(STATE_FILE.read_text())
-    for name, pid in sorted(state["pids"].items(), key=lambda kv: kv[0] == "etcd"):
+    for name, pid in sorted(state["pids"].items(), key=lambda kv: (kv[0] == "etcd", kv[0] == "kube-apiserver")):
         if _alive(pid):
             try:
                 os.killpg(pid, signal.SIGTERM)
@@ -99,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     cluster = sub.add_parser("cluster", help="start or stop a local cluster with kwok fake nodes")
     cluster.add_argument("action", choices=["up", "down", "status"])
+    cluster.add_argument("--with-loadline", action="store_true", help="also run Loadline's components and a demo workload")
     cluster.add_argument("--nodes", type=int, default=10, help="number of kwok fake nodes (default 10)")
     cluster.add_argument("--node-cpu", default="32", help="CPU capacity of each fake node (default 32)")
     cluster.add_argument("--node-memory", default="256Gi", help="memory capacity of each fake node (default 256Gi)")
@@ -107,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         return build.main([])
     if args.action == "up":
-        return up(args.nodes, args.node_cpu, args.node_memory)
+        return up(args.nodes, args.node_cpu, args.node_memory, with_loadline=args.with_loadline)
     if args.action == "down":
         return down()
     return status()
