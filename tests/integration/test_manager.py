@@ -1,9 +1,9 @@
-"""`loadline manager` as real subprocesses on a real control plane (etcd + kube-apiserver + kwok + kube-scheduler).
+"""`loadline manager` as real subprocesses on a real control plane (etcd + kube-apiserver + kwok + schedulers).
 
 The manager acts on every Node, NodeMetric and NodeSLO in its cluster (and deletes NodeMetrics and NodeSLOs whose
 node is gone), so these tests share a control plane of their own (module scope), not the session one other tests
-put their objects in. Pods that need placing are placed by the real kube-scheduler, started on that plane with the
-same code the `kube_scheduler` fixture uses.
+put their objects in. Batch pods are placed twice: by the real kube-scheduler (interoperability: it reads the batch
+resources from Node status like any extended resource) and by `loadline scheduler`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from common.api.constants import BATCH_CPU, BATCH_MEMORY
 from common.api.quantity import Quantity
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok
+from tests.integration.scheduler_support import SCHEDULER_NAME, running_scheduler
 
 pytestmark = pytest.mark.integration
 
@@ -231,7 +232,7 @@ def test_namespace(plane: ControlPlane) -> str:
 
 
 # --- tests ---------------------------------------------------------------------------------------
-def test_batch_resources_from_the_nodemetric_schedulable_by_kube_scheduler_and_removed_when_stale(
+def test_batch_resources_from_the_nodemetric_schedulable_by_both_schedulers_and_removed_when_stale(
     plane: ControlPlane, test_namespace: str
 ) -> None:
     ns = test_namespace
@@ -293,6 +294,28 @@ def test_batch_resources_from_the_nodemetric_schedulable_by_kube_scheduler_and_r
     message = wait_for("too-big reported unschedulable", unschedulable, 60)
     assert f"Insufficient {BATCH_CPU}" in message
     assert not (get_or_none(plane, "pod", "too-big", ns) or {}).get("spec", {}).get("nodeName")
+
+    # The Loadline scheduler places batch pods on the same numbers: 3100 batch-cpu are left on batch-a.
+    with running_scheduler(plane):
+        ours = [
+            pod("fits-loadline", ns, priority="koord-batch", requests={BATCH_CPU: "3000", BATCH_MEMORY: "8Gi"}),
+            pod("too-big-loadline", ns, priority="koord-batch", requests={BATCH_CPU: "3200", BATCH_MEMORY: "1Gi"}),
+        ]
+        for obj in ours:
+            obj["spec"]["schedulerName"] = SCHEDULER_NAME
+        plane.apply(ours)
+        plane.kubectl("wait", "-n", ns, "--for=condition=PodScheduled", "pod/fits-loadline", "--timeout=90s", timeout=100)
+        placed = plane.kubectl("get", "pod", "fits-loadline", "-n", ns, "-o", "jsonpath={.spec.nodeName}").stdout
+        assert placed == "batch-a"
+
+        def ours_unschedulable() -> str | None:
+            obj = get_or_none(plane, "pod", "too-big-loadline", ns) or {}
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                    return str(cond.get("message"))
+            return None
+
+        assert f"Insufficient {BATCH_CPU}" in wait_for("too-big-loadline reported unschedulable", ours_unschedulable, 60)
 
     # A change within resourceDiffThreshold (10 %) is not written: web 1600m -> batch-cpu 6000, |6000-6100| < 610.
     write_nodemetric_status(plane, "batch-a", system=("1", "4Gi"), pods=[(ns, "web", "koord-prod", "1600m", "6Gi")])
