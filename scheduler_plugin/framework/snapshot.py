@@ -555,6 +555,10 @@ class Snapshot:
             self._touch(info.index)
         return load
 
+    @property
+    def num_node_metrics(self) -> int:
+        return len(self._loads)
+
     def remove_node_metric(self, name: str) -> None:
         self._loads.pop(name, None)
         info = self._node_by_name.get(name)

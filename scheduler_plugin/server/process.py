@@ -85,6 +85,7 @@ class SchedulerProcess:
         m.CACHE_SIZE.labels("pods").set_function(lambda: float(len(snap.pods)))
         m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
         m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.pod_groups)))
+        m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(snap.num_node_metrics))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.scheduler.leading
