@@ -71,6 +71,29 @@ class Sampler:
         self._clock = clock
         self._cycles = 0
         self.last_cycle_seconds: float | None = None  # duration of the last cycle (self-metrics)
+        # Per-series work that does not change between cycles, computed once per key: what to do with a counter
+        # (and the key its rate is stored under), and the keys of a throttling ratio's inputs and output.
+        self._plans: dict[SeriesKey, tuple[int, SeriesKey]] = {}
+        self._ratio_keys: dict[SeriesKey, tuple[SeriesKey, SeriesKey] | None] = {}
+
+    def _throttle_ratios(self, cfs_rates: dict[SeriesKey, float]) -> list[tuple[SeriesKey, float]]:
+        """d(throttled periods) / d(periods) per cgroup with a CFS quota.
+
+        Collectors only report CFS counters once a quota has applied (nr_periods > 0). A cgroup with a quota
+        that ran no period this interval was idle, hence not throttled: 0.
+        """
+        out = []
+        ratio_keys = self._ratio_keys
+        for key, periods in cfs_rates.items():
+            pair = ratio_keys.get(key, _MISSING)
+            if pair is _MISSING:
+                pair = ratio_keys[key] = _ratio_keys(key)
+            if pair is None:
+                continue
+            throttled = cfs_rates.get(pair[0])
+            if throttled is not None:
+                out.append((pair[1], min(throttled / periods, 1.0) if periods > 0 else 0.0))
+        return out
 
     def slots_for(self, seconds: float) -> int:
         # +5 % slots so the longest window stays full even when cycles run a little fast.
@@ -108,42 +131,48 @@ class Sampler:
         update = self.rates.update
         total = 0
         # Runs every second over every series: kept flat, with locals, on purpose.
+        plans = self._plans
         for collector in self.collectors:
             at = self._clock()
             samples = await run_collector(collector, self.stats[collector.name], at)
             total += len(samples)
             raw.append(samples)
             for key, value, kind, source in samples:
-                metric, pod, container, device = key
                 if kind is _GAUGE:
                     keys.append(key)
                     values.append(value)
-                    if pod:
-                        if metric == MEMORY_ANON_USAGE_BYTES and not container:
+                    metric = key[0]
+                    if key[1]:
+                        if metric == MEMORY_ANON_USAGE_BYTES and not key[2]:
                             usage.pods_memory += value
                     elif metric == NODE_MEMORY_USAGE_BYTES:
                         usage.node_memory = value
                     elif metric == NODE_CPU_CAPACITY_CORES:
                         usage.capacity = value
                     continue
-                stored_as = STORED_RATES.get(metric)
-                if stored_as is None:
-                    if metric in DERIVATION_INPUTS and (rate := update(key, value, at, source)) is not None:
-                        cfs_rates[key] = rate
+                plan = plans.get(key)
+                if plan is None:
+                    plan = plans[key] = _counter_plan(key)
+                role, stored_key = plan
+                if role == _RAW:
                     continue  # other counters are kept raw only (export), not rated
                 rate = update(key, value, at, source)
-                if metric == CPU_USAGE_SECONDS and pod and not container:
+                if role == _INPUT:
+                    if rate is not None:
+                        cfs_rates[key] = rate
+                    continue
+                if role == _POD_CPU:
                     if rate is None:
                         usage.pods_cpu_complete = False
                     else:
                         usage.pods_cpu += rate
                 if rate is None:
                     continue
-                keys.append(SeriesKey(stored_as, pod, container, device))
+                keys.append(stored_key)
                 values.append(rate)
-                if stored_as == NODE_CPU_USAGE_CORES:
+                if role == _NODE_CPU:
                     usage.node_cpu = rate
-        for key, value in (*_throttle_ratios(cfs_rates), *usage.system()):
+        for key, value in (*self._throttle_ratios(cfs_rates), *usage.system()):
             keys.append(key)
             values.append(value)
         self.ring.append_column(now, keys, values)
@@ -152,12 +181,48 @@ class Sampler:
         self._cycles += 1
         if self._cycles % _PRUNE_EVERY == 0:
             self.rates.prune(now - self.rates.max_gap)
+            # rebuilt on demand: keeps the caches bounded by the series seen in the last minute
+            self._plans.clear()
+            self._ratio_keys.clear()
         duration = time.perf_counter() - started
         self.last_cycle_seconds = duration
         return CycleResult(now, total, len(keys), duration)
 
 
 _GAUGE = Kind.GAUGE
+
+# What the sampler does with a counter series (see `_counter_plan`).
+_RAW = 0  # kept raw only (export), not rated
+_INPUT = 1  # rated as an input of a derived series, not stored
+_STORED = 2  # rate stored under STORED_RATES[metric]
+_POD_CPU = 3  # stored, and summed into the pods' CPU for system usage
+_NODE_CPU = 4  # stored, and the node's CPU for system usage
+_NO_KEY = SeriesKey("")  # the stored key of counters that are not stored
+_MISSING = (_NO_KEY, _NO_KEY)
+
+
+def _counter_plan(key: SeriesKey) -> tuple[int, SeriesKey]:
+    metric, pod, container, device = key
+    stored_as = STORED_RATES.get(metric)
+    if stored_as is None:
+        return (_INPUT if metric in DERIVATION_INPUTS else _RAW), _NO_KEY
+    if metric == CPU_USAGE_SECONDS and pod and not container:
+        role = _POD_CPU
+    elif stored_as == NODE_CPU_USAGE_CORES:
+        role = _NODE_CPU
+    else:
+        role = _STORED
+    return role, SeriesKey(stored_as, pod, container, device)
+
+
+def _ratio_keys(key: SeriesKey) -> tuple[SeriesKey, SeriesKey] | None:
+    """For a CFS periods key: the matching throttled-periods key and the ratio's key; None for other keys."""
+    metric, pod, container, device = key
+    if metric != CPU_CFS_PERIODS:
+        return None
+    return SeriesKey(CPU_CFS_THROTTLED_PERIODS, pod, container, device), SeriesKey(
+        CPU_CFS_THROTTLED_RATIO, pod, container, device
+    )
 
 
 def regrow_ring(ring: SampleRing, slots: int) -> SampleRing:
@@ -199,20 +264,3 @@ class _UsageSums:
         if self.node_memory is not None:
             out.append((SeriesKey(SYSTEM_MEMORY_USAGE_BYTES), system_usage(self.node_memory, (self.pods_memory,))))
         return out
-
-
-def _throttle_ratios(cfs_rates: dict[SeriesKey, float]) -> list[tuple[SeriesKey, float]]:
-    """d(throttled periods) / d(periods) per cgroup with a CFS quota.
-
-    Collectors only report CFS counters once a quota has applied (nr_periods > 0). A cgroup with a quota
-    that ran no period this interval was idle, hence not throttled: 0.
-    """
-    out = []
-    for (metric, pod, container, device), periods in cfs_rates.items():
-        if metric != CPU_CFS_PERIODS:
-            continue
-        throttled = cfs_rates.get(SeriesKey(CPU_CFS_THROTTLED_PERIODS, pod, container, device))
-        if throttled is not None:
-            ratio = min(throttled / periods, 1.0) if periods > 0 else 0.0
-            out.append((SeriesKey(CPU_CFS_THROTTLED_RATIO, pod, container, device), ratio))
-    return out

@@ -11,7 +11,6 @@ mix-ups here are the classic bug (kata-containers #10278: v2 usec passed on as n
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import NamedTuple
 
 
@@ -62,8 +61,7 @@ class CfsStat(NamedTuple):
     throttled_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class CpuStat:
+class CpuStat(NamedTuple):  # a NamedTuple, not a frozen dataclass: built for every cgroup every second
     usage_ns: int | None  # v2 only; v1 reads cpuacct.usage
     cfs: CfsStat | None  # None when the cgroup has no CFS stats (v2 cpu controller not enabled there)
 
@@ -139,14 +137,23 @@ def _parse_cpu_stat_general(data: bytes, version: int) -> CpuStat:
     return CpuStat(usage, cfs)
 
 
-@dataclass(frozen=True, slots=True)
-class MemoryStat:
+class MemoryStat(NamedTuple):
     anon_usage: int  # inactive_anon + active_anon + unevictable (koordlet's usage, no page cache)
     inactive_file: int
 
 
 _V1_KEYS = (b"total_inactive_anon", b"total_active_anon", b"total_unevictable", b"total_inactive_file")
 _V1_LOCAL_KEYS = (b"inactive_anon", b"active_anon", b"unevictable", b"inactive_file")
+
+
+def parse_cfs_quota(data: bytes) -> int | None:
+    """v1 `cpu.cfs_quota_us`: the quota in microseconds per period, None for -1 (unlimited)."""
+    value = int(data.strip())  # ValueError on garbage or empty
+    if value == -1:
+        return None
+    if value <= 0:
+        raise ValueError("invalid cfs quota")
+    return value
 
 
 def parse_memory_stat(data: bytes, version: int) -> MemoryStat:

@@ -5,11 +5,14 @@ QoS tier, UID and container ID, as koordlet does. Pod totals are read from the p
 holds the sandbox/pause container, so it is not the sum of the containers).
 
 Cost matters (target <= 1 % of a core at 1 s with 100 pods): paths and series keys are computed once per
-pod-list change, files are read through kept-open fds, and only the few keys needed are parsed.
+pod-list change, files are read through kept-open fds, and only the few keys needed are parsed. On v1, where
+CPU usage comes from cpuacct.usage, cpu.stat (CFS throttling only) is not read for cgroups without a CFS
+quota (`cpu.cfs_quota_us` -1, re-checked every QUOTA_RECHECK_SECONDS): no quota, no throttling series.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from agent.collectors.base import SeriesErrors, classify_os_error
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, CgroupVersion, detect_layout
-from agent.collectors.cgroup_stats import parse_cpu_stat, parse_int, parse_memory_stat, working_set
+from agent.collectors.cgroup_stats import parse_cfs_quota, parse_cpu_stat, parse_int, parse_memory_stat, working_set
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import PodRef, split_container_id, valid_pod_uid
 from agent.collectors.psi import PsiKeys, parse_psi, psi_samples
@@ -36,6 +39,9 @@ from agent.series import (
 )
 
 COUNTER = Kind.COUNTER
+GAUGE = Kind.GAUGE
+QUOTA_RECHECK_SECONDS = 30.0  # how long a v1 cgroup's "no CFS quota" (cpu.stat not read) is trusted
+_new_tuple = tuple.__new__  # Sample(...) without the Python-level NamedTuple __new__: one per value per cycle
 
 
 class PsiScope(StrEnum):
@@ -52,6 +58,7 @@ class _Files:
 
     cpu_stat: str
     cpuacct_usage: str | None  # v1 only; v2 has usage in cpu.stat
+    cfs_quota: str | None  # v1 only: cpu.stat is skipped while the quota is -1
     memory_stat: str
     memory_usage: str
     pressure: tuple[tuple[str, PsiKeys], ...]  # (path, series keys), empty without PSI
@@ -63,6 +70,7 @@ class _Files:
         return cls(
             cpu_stat=f"{layout.cpu}/{rel}/cpu.stat",
             cpuacct_usage=f"{layout.cpuacct}/{rel}/cpuacct.usage" if v1 else None,
+            cfs_quota=f"{layout.cpu}/{rel}/cpu.cfs_quota_us" if v1 else None,
             memory_stat=f"{mem}/memory.stat",
             memory_usage=f"{mem}/memory.usage_in_bytes" if v1 else f"{mem}/memory.current",
             pressure=tuple(
@@ -91,6 +99,8 @@ class _Target:
     working_set: SeriesKey
     rel: str | None = None  # the candidate found on disk; None until found
     files: _Files | None = None
+    quota_checked: float = -math.inf  # cycle time cfs_quota was last read (v1)
+    unlimited: bool = False  # v1: cfs_quota was -1 then, so cpu.stat is not read
 
 
 class CgroupCollector:
@@ -210,6 +220,7 @@ class CgroupCollector:
             for hierarchy in {layout.cpu, layout.cpuacct, layout.memory}:
                 self._reader.release_under(f"{hierarchy}/{target.rel}")
             target.rel = target.files = None
+            target.quota_checked, target.unlimited = -math.inf, False
 
     def _resolve(self, layout: CgroupLayout, target: _Target) -> bool:
         if target.rel is None:
@@ -232,7 +243,7 @@ class CgroupCollector:
             if not self._resolve(layout, target):
                 self._errors.record(SeriesErrors.VANISHED)  # listed, but no cgroup (exited or not created)
                 continue
-            if not self._collect_target(target, v1, out):
+            if not self._collect_target(target, v1, now, out):
                 self._release(layout, target)  # the cgroup went away; look for it afresh next cycle
         return out
 
@@ -242,7 +253,18 @@ class CgroupCollector:
         self._errors.record(reason)
         return reason == SeriesErrors.VANISHED
 
-    def _collect_target(self, t: _Target, v1: bool, out: list[Sample]) -> bool:
+    def _no_quota(self, t: _Target, path: str, now: float) -> bool:
+        """True if the v1 cgroup has no CFS quota, read at most every QUOTA_RECHECK_SECONDS. Unreadable or
+        garbage counts as "maybe a quota" (cpu.stat is read and its errors counted as usual)."""
+        if not t.quota_checked <= now < t.quota_checked + QUOTA_RECHECK_SECONDS:
+            t.quota_checked = now
+            try:
+                t.unlimited = parse_cfs_quota(self._reader.read_once(path)) is None
+            except (OSError, ValueError):
+                t.unlimited = False
+        return t.unlimited
+
+    def _collect_target(self, t: _Target, v1: bool, now: float, out: list[Sample]) -> bool:
         """Read one cgroup; returns False if it vanished. Each file fails on its own.
 
         This runs for every pod and container every second, hence the flat, repetitive shape.
@@ -252,13 +274,15 @@ class CgroupCollector:
         read = self._reader.read
         garbage = self._errors
         gone = False
+        new = _new_tuple
         cpu_stat = None
-        try:
-            cpu_stat = parse_cpu_stat(read(files.cpu_stat), 1 if v1 else 2)
-        except OSError as exc:
-            gone |= self._failed(exc)
-        except ValueError:
-            garbage.record(SeriesErrors.GARBAGE)
+        if files.cfs_quota is None or not self._no_quota(t, files.cfs_quota, now):
+            try:
+                cpu_stat = parse_cpu_stat(read(files.cpu_stat), 1 if v1 else 2)
+            except OSError as exc:
+                gone |= self._failed(exc)
+            except ValueError:
+                garbage.record(SeriesErrors.GARBAGE)
         usage_ns: int | None = None
         if files.cpuacct_usage is not None:
             try:
@@ -270,13 +294,13 @@ class CgroupCollector:
         elif cpu_stat is not None:
             usage_ns = cpu_stat.usage_ns
         if usage_ns is not None:
-            out.append(Sample(t.cpu, usage_ns / 1e9, COUNTER, t.source))
+            out.append(new(Sample, (t.cpu, usage_ns / 1e9, COUNTER, t.source)))
         # nr_periods stays 0 until a CFS quota applies: no quota, no throttling series
         if cpu_stat is not None and cpu_stat.cfs is not None and cpu_stat.cfs.periods > 0:
             periods, throttled, throttled_ns = cpu_stat.cfs
-            out.append(Sample(t.periods, float(periods), COUNTER, t.source))
-            out.append(Sample(t.throttled, float(throttled), COUNTER, t.source))
-            out.append(Sample(t.throttled_seconds, throttled_ns / 1e9, COUNTER, t.source))
+            out.append(new(Sample, (t.periods, float(periods), COUNTER, t.source)))
+            out.append(new(Sample, (t.throttled, float(throttled), COUNTER, t.source)))
+            out.append(new(Sample, (t.throttled_seconds, throttled_ns / 1e9, COUNTER, t.source)))
 
         mem = None
         try:
@@ -286,7 +310,7 @@ class CgroupCollector:
         except ValueError:
             garbage.record(SeriesErrors.GARBAGE)
         else:
-            out.append(Sample(t.anon, float(mem.anon_usage)))
+            out.append(new(Sample, (t.anon, float(mem.anon_usage), GAUGE, "")))
         try:
             usage = parse_int(read(files.memory_usage))
         except OSError as exc:
@@ -295,7 +319,7 @@ class CgroupCollector:
             garbage.record(SeriesErrors.GARBAGE)
         else:
             if mem is not None:
-                out.append(Sample(t.working_set, float(working_set(usage, mem.inactive_file))))
+                out.append(new(Sample, (t.working_set, float(working_set(usage, mem.inactive_file)), GAUGE, "")))
 
         for path, psi_keys in files.pressure:
             try:

@@ -54,6 +54,16 @@ class PseudoFileReader:
             self.release((path,))
             raise
 
+    def read_once(self, path: str) -> bytes:
+        """Like `read`, for a file read rarely: no fd is kept for it (one already kept is used)."""
+        if path in self._fds:
+            return self.read(path)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            return _read_all(fd)
+        finally:
+            os.close(fd)
+
     def release(self, paths: Iterable[str]) -> None:
         for path in paths:
             fd = self._fds.pop(path, None)

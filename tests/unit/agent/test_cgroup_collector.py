@@ -327,3 +327,90 @@ def test_no_cfs_quota_means_no_throttling_series(tmp_path: Path, version: Cgroup
     got = index(collector(tree, lambda: [pod], psi=PsiScope.OFF).collect(0.0))
     assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in got and SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got
     assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") in got  # the container has a quota (default values)
+
+
+class CountingReader(PseudoFileReader):
+    """Counts reads per file name (the last path component)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {}
+
+    def read(self, path: str) -> bytes:
+        name = path.rsplit("/", 1)[-1]
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return super().read(path)
+
+    def read_once(self, path: str) -> bytes:
+        name = path.rsplit("/", 1)[-1]
+        self.reads[name] = self.reads.get(name, 0) + 1
+        return super().read_once(path)
+
+
+def test_v1_cpu_stat_not_read_without_cfs_quota_until_one_appears(tmp_path: Path) -> None:
+    """v1 cpu.stat only carries throttling: skipped while cpu.cfs_quota_us is -1, read again once a quota
+    shows up at the next re-check (QUOTA_RECHECK_SECONDS later), without keeping an fd for the quota file."""
+    from agent.collectors.cgroups import QUOTA_RECHECK_SECONDS
+
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    rel, c0_rel = tree.pod_rel(pod), tree.container_rel(pod, pod.containers[0])
+    for r in (rel, c0_rel):
+        (tree.path("cpu", r) / "cpu.cfs_quota_us").write_text("-1\n")
+    reader = CountingReader()
+    c = collector(tree, lambda: [pod], psi=PsiScope.OFF, reader=reader)
+
+    got = index(c.collect(0.0))
+    assert SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got and SeriesKey(MEMORY_ANON_USAGE_BYTES, pod.uid, "c0") in got
+    assert not any(k.metric in (CPU_CFS_PERIODS, CPU_CFS_THROTTLED_PERIODS) for k in got)
+    assert "cpu.stat" not in reader.reads and reader.reads["cpu.cfs_quota_us"] == 2
+    assert not any(p.endswith("cpu.cfs_quota_us") for p in reader._fds)  # no fd kept for a rare read
+    assert c.errors.total == 0
+
+    # a quota appears on the container: not noticed before the re-check, then throttling is read again
+    (tree.path("cpu", c0_rel) / "cpu.cfs_quota_us").write_text("50000\n")
+    got = index(c.collect(QUOTA_RECHECK_SECONDS / 2))
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") not in got and reader.reads["cpu.cfs_quota_us"] == 2
+    got = index(c.collect(QUOTA_RECHECK_SECONDS + 1.0))
+    assert reader.reads["cpu.cfs_quota_us"] == 4
+    assert got[SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0")].value == 100.0
+    assert SeriesKey(CPU_CFS_THROTTLED_SECONDS, pod.uid, "c0") in got
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in got  # the pod cgroup is still unlimited
+    assert reader.reads["cpu.stat"] == 1
+    got = index(c.collect(QUOTA_RECHECK_SECONDS + 2.0))  # between re-checks: the limited cgroup keeps being read
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") in got and reader.reads["cpu.stat"] == 2
+
+    # and back to unlimited: throttling series stop at the next re-check
+    (tree.path("cpu", c0_rel) / "cpu.cfs_quota_us").write_text("-1\n")
+    got = index(c.collect(2 * QUOTA_RECHECK_SECONDS + 2.0))
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") not in got and reader.reads["cpu.stat"] == 2
+
+
+def test_v1_unreadable_cfs_quota_still_reads_cpu_stat(tmp_path: Path) -> None:
+    """No quota file (or garbage in it) means "maybe a quota": cpu.stat is read, nothing counted as an error."""
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    (tree.path("cpu", tree.pod_rel(pod)) / "cpu.cfs_quota_us").write_text("garbage\n")  # container: no file
+    c = collector(tree, lambda: [pod], psi=PsiScope.OFF)
+    got = index(c.collect(0.0))
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) in got and SeriesKey(CPU_CFS_PERIODS, pod.uid, "c0") in got
+    assert c.errors.total == 0
+
+
+def test_v1_quota_is_rechecked_when_a_cgroup_is_found_again(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    tree.add_pod(pod)
+    quota = tree.path("cpu", tree.pod_rel(pod)) / "cpu.cfs_quota_us"
+    quota.write_text("-1\n")
+    # on a plain fs an unlinked file stays readable through a kept fd (kernfs answers ENODEV)
+    c = collector(tree, lambda: [pod], psi=PsiScope.OFF, reader=PseudoFileReader(keep_open=False))
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in index(c.collect(0.0))
+    tree.remove(tree.pod_rel(pod))
+    c.collect(1.0)  # gone: released
+    assert c.errors.by_reason[SeriesErrors.VANISHED] >= 1
+    tree.add_pod(pod)  # recreated, now with a quota (no quota file written: "maybe a quota")
+    c.collect(2.0)  # found again
+    assert SeriesKey(CPU_CFS_PERIODS, pod.uid) in index(c.collect(3.0))

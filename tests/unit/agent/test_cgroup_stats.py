@@ -124,3 +124,13 @@ def test_psi_parsing() -> None:
     for bad in bad_inputs:
         with pytest.raises(ValueError):
             parse_psi(bad)
+
+
+def test_cfs_quota() -> None:
+    from agent.collectors.cgroup_stats import parse_cfs_quota
+
+    assert parse_cfs_quota(b"-1\n") is None
+    assert parse_cfs_quota(b"50000\n") == 50000
+    for bad in (b"", b"max\n", b"0\n", b"-2\n"):
+        with pytest.raises(ValueError):
+            parse_cfs_quota(bad)
