@@ -85,16 +85,30 @@ def kwok_nodes(cluster: ControlPlane, kwok: Component) -> Iterator[Callable[...,
         cluster.kubectl("delete", "node", *created, "--wait=false", check=False)
 
 
-@pytest.fixture
-def fresh_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """A control plane of its own, for tests that stop or restart the API server."""
-    plane = ControlPlane.start()
+def _own_control_plane(request: pytest.FixtureRequest, *, install_crds: bool) -> Iterator[ControlPlane]:
+    plane = ControlPlane.start(install_crds=install_crds)
     try:
         yield plane
     finally:
         if _failed(request):
             print("\n" + plane.log_report())
         plane.stop()
+
+
+@pytest.fixture
+def fresh_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane of its own, for tests that stop or restart the API server."""
+    yield from _own_control_plane(request, install_crds=True)
+
+
+@pytest.fixture
+def bare_control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    """A control plane of its own without our CRDs, for tests of what happens before they are installed.
+
+    (Deleting a CRD seconds after creating it can leave the API server's CRD finalizer waiting on storage that
+    is still initialising, so such tests must not start from a plane that has them.)
+    """
+    yield from _own_control_plane(request, install_crds=False)
 
 
 @pytest.fixture

@@ -58,10 +58,14 @@ def test_scheduler_rides_out_an_api_server_restart(fresh_control_plane: ControlP
     assert "Traceback" not in log_during_outage
 
 
-def test_missing_crds_are_logged_once_and_picked_up_when_installed(fresh_control_plane: ControlPlane) -> None:
-    plane = fresh_control_plane
+def test_missing_crds_are_logged_once_and_picked_up_when_installed(bare_control_plane: ControlPlane) -> None:
+    plane = bare_control_plane
+    crds = REPO_ROOT / "deploy" / "crds"
+    # every CRD but Koordinator's PodGroup group and NodeMetric
+    for present in ("scheduling.x-k8s.io_podgroups.yaml", "slo.koordinator.sh_nodeslos.yaml"):
+        plane.kubectl("apply", "--server-side", "-f", str(crds / present))
+    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
     plane.start_kwok()
-    plane.kubectl("delete", "crd", "podgroups.scheduling.sigs.k8s.io", "nodemetrics.slo.koordinator.sh")
     plane.apply([fake_node("crd-0", cpu="8", memory="32Gi")])
     plane.kubectl("wait", "--for=condition=Ready", "node", "crd-0", "--timeout=120s", timeout=130)
     plane.kubectl("create", "namespace", "work")
