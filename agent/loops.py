@@ -70,6 +70,14 @@ async def every(seconds: Callable[[], float], work: Callable[[], Awaitable[None]
 # ------------------------------------------------------------------------------------------------ daemon
 
 
+def spawn(tasks: list[asyncio.Task[None]], coro: Awaitable[None], name: str) -> None:
+    """Run `coro` as a named task whose crash is logged, kept in `tasks` so the daemon can cancel it."""
+    task: asyncio.Task[None] = asyncio.ensure_future(coro)
+    task.set_name(name)
+    task.add_done_callback(log_crash)
+    tasks.append(task)
+
+
 def log_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("agent task %s stopped: %r", task.get_name(), task.exception())

@@ -28,7 +28,7 @@ import yaml
 from agent.collectors.registry import CollectorContext, build_collectors, close_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
-from agent.loops import SamplingLoop, every, log_crash, until_signalled
+from agent.loops import SamplingLoop, every, spawn, until_signalled
 from agent.podwatch import CgroupPodDiscovery, PodWatch
 from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
 from agent.qos.enforcer import QoSEnforcer
@@ -160,10 +160,7 @@ class NodeAgent:
             self._spawn(self.qos.run(), "qos enforcement")
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        task.set_name(name)
-        task.add_done_callback(log_crash)
-        self.tasks.append(task)
+        spawn(self.tasks, coro, name)
 
     def _policy_changed(self, policy: ReportPolicy) -> None:
         if self.sampler.ensure_retention(policy.retention_seconds):

@@ -43,7 +43,7 @@ import numpy as np
 from agent.collectors.base import SeriesErrors
 from agent.config import AgentSettings
 from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
-from agent.loops import SamplingLoop, every, log_crash, until_signalled
+from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
 from agent.main import USER_AGENT, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
 from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
@@ -511,10 +511,7 @@ class Simulation:
         self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
 
     def _spawn(self, coro: Any, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        task.set_name(name)
-        task.add_done_callback(log_crash)
-        self.tasks.append(task)
+        spawn(self.tasks, coro, name)
 
     async def stop(self) -> None:
         if self._summary is not None:

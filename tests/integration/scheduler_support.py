@@ -257,5 +257,15 @@ def running_scheduler(
         cluster.stop_component(component)
 
 
+SUITE = "loadline.test/suite"  # node label each test uses to keep its pods on its own kwok nodes
+
+
+def events_for(api: Api, namespace: str, pod_name: str, reason: str) -> list[Obj]:
+    return [
+        e for e in api.events(namespace)
+        if e.get("regarding", {}).get("name") == pod_name and e.get("reason") == reason
+    ]  # fmt: skip
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"

@@ -14,6 +14,7 @@ import pytest
 from tests.harness.controlplane import ControlPlane, fake_node
 from tests.integration.scheduler_support import (
     PG_LABEL,
+    SUITE,
     Api,
     bound_count,
     create_pods,
@@ -26,9 +27,6 @@ from tests.integration.scheduler_support import (
 )
 
 pytestmark = pytest.mark.integration
-
-SUITE = "loadline.test/suite"
-
 
 def gang(name: str, namespace: str, size: int, suite: str) -> list[dict[str, object]]:
     return [

@@ -15,21 +15,19 @@ import pytest
 
 from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
+    SUITE,
     Api,
     LoadlineScheduler,
     bound_count,
     create_pods,
+    events_for,
     pod,
     running_scheduler,
     unique,
     wait_for,
 )
-from tests.integration.test_scheduler_reporting import events_for
 
 pytestmark = pytest.mark.integration
-
-SUITE = "loadline.test/suite"
-
 
 def leader_of(replicas: dict[str, LoadlineScheduler]) -> list[str]:
     return [name for name, replica in replicas.items() if "(leader)" in replica.readyz()]

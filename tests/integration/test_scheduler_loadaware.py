@@ -16,6 +16,7 @@ import pytest
 from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
     NM_PATH,
+    SUITE,
     Api,
     bound_count,
     create_pods,
@@ -29,9 +30,6 @@ from tests.integration.scheduler_support import (
 )
 
 pytestmark = pytest.mark.integration
-
-SUITE = "loadline.test/suite"
-
 
 def test_hot_node_is_avoided_and_a_burst_does_not_pile_onto_the_coldest_node(
     cluster: ControlPlane, namespace: str, kwok_nodes: object

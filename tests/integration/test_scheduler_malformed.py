@@ -18,9 +18,11 @@ from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
     NM_PATH,
     PG_LABEL,
+    SUITE,
     Api,
     bound_count,
     create_pods,
+    events_for,
     placements,
     pod,
     pod_group,
@@ -29,11 +31,9 @@ from tests.integration.scheduler_support import (
     wait_for,
     write_node_metric,
 )
-from tests.integration.test_scheduler_reporting import events_for
 
 pytestmark = pytest.mark.integration
 
-SUITE = "loadline.test/suite"
 PG_PATH = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{}/podgroups"
 BAD_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
     {"matchExpressions": [{"key": "loadline.test/rank", "operator": "Gt", "values": ["abc"]}]}

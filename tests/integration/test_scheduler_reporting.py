@@ -12,8 +12,10 @@ import pytest
 
 from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
+    SUITE,
     Api,
     create_pods,
+    events_for,
     placements,
     pod,
     running_scheduler,
@@ -22,16 +24,6 @@ from tests.integration.scheduler_support import (
 )
 
 pytestmark = pytest.mark.integration
-
-SUITE = "loadline.test/suite"
-
-
-def events_for(api: Api, namespace: str, pod_name: str, reason: str) -> list[dict[str, Any]]:
-    return [
-        e for e in api.events(namespace)
-        if e.get("regarding", {}).get("name") == pod_name and e.get("reason") == reason
-    ]
-
 
 def scheduled_condition(api: Api, namespace: str, name: str) -> dict[str, Any] | None:
     obj = api.get(f"/api/v1/namespaces/{namespace}/pods/{name}")

@@ -19,6 +19,7 @@ import pytest
 from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
     PG_LABEL,
+    SUITE,
     Api,
     create_pods,
     placements,
@@ -32,7 +33,6 @@ from tests.integration.scheduler_support import (
 
 pytestmark = pytest.mark.integration
 
-SUITE = "loadline.test/suite"
 LEAF = "loadline.test/ib-leaf-group"
 FREE = {"l0": 4, "l1": 3, "l2": 2, "l3": 1}
 
