@@ -98,6 +98,11 @@ class AgentSettings(BaseModel):
         None, description="collectors to run, comma separated (default: those enabled by default)"
     )
     psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series: off, pods, all")
+    container_memory_interval_seconds: Seconds = Field(
+        5.0,
+        description="seconds between reads of container memory (pods: every cycle); the collect interval reads "
+        "every cycle",
+    )
 
     # --- publishing
     publish: bool = Field(True, description="write the NodeMetric status (off: sample and export only)")
@@ -185,9 +190,11 @@ class AgentSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _retry(self) -> AgentSettings:
+    def _orderings(self) -> AgentSettings:
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ValueError("retry_max_seconds must not be below retry_initial_seconds")
+        if self.container_memory_interval_seconds < self.collect_interval_seconds:
+            raise ValueError("container_memory_interval_seconds must not be below collect_interval_seconds")
         return self
 
     @property

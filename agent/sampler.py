@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from agent.collectors.base import Collector, CollectorStats, run_collector
 from agent.collectors.system import system_usage
@@ -27,12 +28,14 @@ from agent.series import (
     STORED_RATES,
     SYSTEM_CPU_USAGE_CORES,
     SYSTEM_MEMORY_USAGE_BYTES,
+    BlockLayout,
     Kind,
     Sample,
+    SampleBlock,
     SeriesKey,
 )
 from agent.store.aggregate import DEFAULT_WINDOWS
-from agent.store.rates import CounterRates
+from agent.store.rates import CounterRates, SlotRates
 from agent.store.ring import SampleRing
 
 _PRUNE_EVERY = 60  # cycles between sweeps of forgotten rate baselines
@@ -75,6 +78,7 @@ class Sampler:
         # (and the key its rate is stored under), and the keys of a throttling ratio's inputs and output.
         self._plans: dict[SeriesKey, tuple[int, SeriesKey]] = {}
         self._ratio_keys: dict[SeriesKey, tuple[SeriesKey, SeriesKey] | None] = {}
+        self._block_plans: dict[str, _BlockPlan] = {}  # per collector that returns `SampleBlock`s
 
     def _throttle_ratios(self, cfs_rates: dict[SeriesKey, float]) -> list[tuple[SeriesKey, float]]:
         """d(throttled periods) / d(periods) per cgroup with a CFS quota.
@@ -94,6 +98,41 @@ class Sampler:
             if throttled is not None:
                 out.append((pair[1], min(throttled / periods, 1.0) if periods > 0 else 0.0))
         return out
+
+    def _take_block(
+        self, name: str, block: SampleBlock, at: float, *, keys: list[SeriesKey], values: list[float], usage: _UsageSums
+    ) -> None:
+        """The per-sample loop of `cycle`, as array operations over a block's slots (same rules, same output)."""
+        plan = self._block_plans.get(name)
+        if plan is None or plan.layout is not block.layout:
+            plan = self._block_plans[name] = _BlockPlan.build(block.layout, self.rates, plan)
+        slots = block.array()
+        gauges = slots[plan.gauges]
+        _extend_present(keys, values, plan.gauge_keys, gauges)
+        if plan.pod_memory.size:
+            usage.pods_memory += float(np.nansum(slots[plan.pod_memory]))
+        for slot, attr in ((plan.node_memory, "node_memory"), (plan.capacity, "capacity")):
+            if slot is not None and not np.isnan(slots[slot]):
+                setattr(usage, attr, float(slots[slot]))
+        if not plan.counters.size:
+            return
+        readings = slots[plan.counters]
+        rates = plan.rates.update(readings, at)
+        _extend_present(keys, values, plan.stored_keys, rates[plan.stored])
+        if plan.pod_cpu.size:
+            pod_rates = rates[plan.pod_cpu]
+            missing = np.isnan(pod_rates)
+            if np.any(missing & ~np.isnan(readings[plan.pod_cpu])):
+                usage.pods_cpu_complete = False
+            usage.pods_cpu += float(pod_rates[~missing].sum())
+        if plan.node_cpu is not None and not np.isnan(rates[plan.node_cpu]):
+            usage.node_cpu = float(rates[plan.node_cpu])
+        if plan.ratio_keys:
+            periods, throttled = rates[plan.ratio_periods], rates[plan.ratio_throttled]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = np.where(periods > 0, np.minimum(throttled / periods, 1.0), 0.0)
+            ratios[np.isnan(periods) | np.isnan(throttled)] = np.nan
+            _extend_present(keys, values, plan.ratio_keys, ratios)
 
     def slots_for(self, seconds: float) -> int:
         # +5 % slots so the longest window stays full even when cycles run a little fast.
@@ -137,6 +176,9 @@ class Sampler:
             samples = await run_collector(collector, self.stats[collector.name], at)
             total += len(samples)
             raw.append(samples)
+            if isinstance(samples, SampleBlock):
+                self._take_block(collector.name, samples, at, keys=keys, values=values, usage=usage)
+                continue
             for key, value, kind, source in samples:
                 if kind is _GAUGE:
                     keys.append(key)
@@ -242,6 +284,116 @@ def regrow_ring(ring: SampleRing, slots: int) -> SampleRing:
         grown.append_column(float(ring.times[col]), [keys[i] for i in present.tolist()], values[present])
     grown.rejected_samples = ring.rejected_samples
     return grown
+
+
+I64 = npt.NDArray[np.int64]
+
+
+def _extend_present(
+    keys: list[SeriesKey], values: list[float], slot_keys: list[SeriesKey], slots: npt.NDArray[np.float64]
+) -> None:
+    """Append the (key, value) pairs whose value is not NaN."""
+    present = ~np.isnan(slots)
+    if present.all():
+        keys.extend(slot_keys)
+        values.extend(slots.tolist())
+        return
+    where = np.flatnonzero(present)
+    keys.extend([slot_keys[i] for i in where.tolist()])
+    values.extend(slots[where].tolist())
+
+
+def _indices(positions: list[int]) -> I64:
+    return np.asarray(positions, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class _BlockPlan:
+    """What `Sampler.cycle` does with each slot of one `BlockLayout`, worked out once per layout. Positions
+    named "slot" index the block; the others index the rated counters (`counters`)."""
+
+    layout: BlockLayout
+    gauges: I64  # slots of gauges, stored as they are
+    gauge_keys: list[SeriesKey]
+    pod_memory: I64  # slots of pod-level anon memory (summed for system usage)
+    node_memory: int | None  # slot
+    capacity: int | None  # slot
+    counters: I64  # slots of counters that are rated (raw-only counters are left to export)
+    rates: SlotRates
+    stored: I64  # counter positions whose rate is stored ...
+    stored_keys: list[SeriesKey]  # ... under these keys
+    pod_cpu: I64  # counter positions of pod CPU
+    node_cpu: int | None  # counter position
+    ratio_periods: I64  # counter positions of CFS periods ...
+    ratio_throttled: I64  # ... and of their throttled periods ...
+    ratio_keys: list[SeriesKey]  # ... giving these throttling ratios
+
+    @classmethod
+    def build(cls, layout: BlockLayout, rates: CounterRates, previous: _BlockPlan | None) -> _BlockPlan:
+        gauges: list[int] = []
+        pod_memory: list[int] = []
+        node_memory = capacity = node_cpu = None
+        counters: list[int] = []
+        stored: list[int] = []
+        stored_keys: list[SeriesKey] = []
+        pod_cpu: list[int] = []
+        counter_position: dict[SeriesKey, int] = {}
+        for slot, (key, kind) in enumerate(zip(layout.keys, layout.kinds, strict=True)):
+            metric, pod, container = key[0], key[1], key[2]
+            if kind is _GAUGE:
+                gauges.append(slot)
+                if pod:
+                    if metric == MEMORY_ANON_USAGE_BYTES and not container:
+                        pod_memory.append(slot)
+                elif metric == NODE_MEMORY_USAGE_BYTES:
+                    node_memory = slot
+                elif metric == NODE_CPU_CAPACITY_CORES:
+                    capacity = slot
+                continue
+            role, stored_key = _counter_plan(key)
+            if role == _RAW:
+                continue
+            position = counter_position[key] = len(counters)
+            counters.append(slot)
+            if role == _INPUT:
+                continue
+            stored.append(position)
+            stored_keys.append(stored_key)
+            if role == _POD_CPU:
+                pod_cpu.append(position)
+            elif role == _NODE_CPU:
+                node_cpu = position
+        ratio_periods: list[int] = []
+        ratio_throttled: list[int] = []
+        ratio_keys: list[SeriesKey] = []
+        for key, position in counter_position.items():
+            pair = _ratio_keys(key)
+            if pair is not None and (throttled := counter_position.get(pair[0])) is not None:
+                ratio_periods.append(position)
+                ratio_throttled.append(throttled)
+                ratio_keys.append(pair[1])
+        slot_rates = SlotRates(
+            [(layout.keys[slot], layout.sources[slot]) for slot in counters], rates.max_gap, rates.drops
+        )
+        if previous is not None:
+            slot_rates.carry_over(previous.rates)
+        return cls(
+            layout,
+            _indices(gauges),
+            [layout.keys[slot] for slot in gauges],
+            _indices(pod_memory),
+            node_memory,
+            capacity,
+            _indices(counters),
+            slot_rates,
+            _indices(stored),
+            stored_keys,
+            _indices(pod_cpu),
+            node_cpu,
+            _indices(ratio_periods),
+            _indices(ratio_throttled),
+            ratio_keys,
+        )
 
 
 @dataclass

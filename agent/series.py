@@ -7,8 +7,14 @@ bytes, cores, ratios in 0..1.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from enum import Enum
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, overload
+
+import numpy as np
+import numpy.typing as npt
 
 
 class SeriesKey(NamedTuple):
@@ -33,6 +39,84 @@ class Sample(NamedTuple):
     # different counter (container restarted) and the rate restarts from "first sample", like koordlet keying
     # its last CPU reading by container ID.
     source: str = ""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BlockLayout:
+    """The fixed series of a `SampleBlock`: one slot per series, the same object for as long as the collector's
+    set of series is unchanged, so the sampler can plan per layout instead of per sample."""
+
+    keys: tuple[SeriesKey, ...]
+    kinds: tuple[Kind, ...]
+    sources: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not len(self.keys) == len(self.kinds) == len(self.sources):
+            raise ValueError("keys, kinds and sources differ in length")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+MISSING: Final = math.nan  # the value of a slot with no sample this cycle
+
+
+class SampleBlock(Sequence[Sample]):
+    """One cycle of a collector's samples as values in the slots of a `BlockLayout`, NaN where a series has no
+    sample (read failed, cgroup not there yet, no CFS quota). Hundreds of cgroups every second make one
+    `Sample` per value the dominant cost; a block is read by the sampler as arrays and turned into `Sample`s
+    only for whoever iterates it (export, tests), skipping the empty slots."""
+
+    __slots__ = ("_array", "_samples", "layout", "values")
+
+    def __init__(self, layout: BlockLayout, values: list[float]) -> None:
+        if len(values) != len(layout):
+            raise ValueError(f"{len(values)} values for a layout of {len(layout)} slots")
+        self.layout = layout
+        self.values = values
+        self._array: npt.NDArray[np.float64] | None = None
+        self._samples: list[Sample] | None = None
+
+    def array(self) -> npt.NDArray[np.float64]:
+        if self._array is None:
+            self._array = np.asarray(self.values, dtype=np.float64)
+        return self._array
+
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            layout = self.layout
+            self._samples = [
+                Sample(key, value, kind, source)
+                for key, value, kind, source in zip(layout.keys, self.values, layout.kinds, layout.sources, strict=True)
+                if not math.isnan(value)
+            ]
+        return self._samples
+
+    def __len__(self) -> int:
+        """Slots holding a sample (counted on the array: no `Sample`s are built for it)."""
+        if self._samples is not None:
+            return len(self._samples)
+        return int(np.count_nonzero(~np.isnan(self.array())))
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples())
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any block or list/tuple holding the same samples in the same order."""
+        if isinstance(other, SampleBlock):
+            return self.samples() == other.samples()
+        if isinstance(other, list | tuple):
+            return self.samples() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable contents, like a list
+
+    @overload
+    def __getitem__(self, index: int) -> Sample: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Sample]: ...
+    def __getitem__(self, index: int | slice) -> Sample | Sequence[Sample]:
+        return self.samples()[index]
 
 
 # --- node (from /proc) ---

@@ -71,19 +71,23 @@ _V2_USAGE = (b"usage_usec",)
 _V2_CFS = (b"nr_periods", b"nr_throttled", b"throttled_usec")
 
 
-# Fast paths: the kernel prints these keys in a fixed order, so one precompiled regex extracts them at about
-# half the cost of key-by-key searches. Anything else (other kernels, reordered keys) takes the general path.
-_FAST_V1_CFS = re.compile(rb"(?:^|\n)nr_periods (\d+)\nnr_throttled (\d+)\nthrottled_time (\d+)\n")
-_FAST_V2_USAGE = re.compile(rb"(?:^|\n)usage_usec (\d+)\n")
+# Fast paths: the kernel prints these keys in a fixed order (v1 cpu.stat starts with nr_periods, v2 with
+# usage_usec), so an anchored regex match extracts them at a fraction of the cost of key-by-key searches, and
+# the results are built with tuple.__new__ (NamedTuple's own __new__ is Python code; this runs for every
+# cgroup every second). Anything else (other kernels, reordered keys) takes the general path.
+_FAST_V1_CFS = re.compile(rb"nr_periods (\d+)\nnr_throttled (\d+)\nthrottled_time (\d+)\n")
+_FAST_V2_USAGE = re.compile(rb"usage_usec (\d+)\n")
 _FAST_V2_CFS = re.compile(rb"\nnr_periods (\d+)\nnr_throttled (\d+)\nthrottled_usec (\d+)\n")
+_new = tuple.__new__
 
 
-def _lru_pattern(prefix: bytes) -> re.Pattern[bytes]:
+def _lru_pattern(prefix: bytes) -> tuple[bytes, re.Pattern[bytes]]:
+    """Where the LRU block starts (found with bytes.find), and the regex matching it from there."""
     p = prefix
-    return re.compile(
-        rb"\n"
-        + p
-        + rb"inactive_anon (\d+)\n"
+    start = b"\n" + p + b"inactive_anon "
+    return start, re.compile(
+        re.escape(start)
+        + rb"(\d+)\n"
         + p
         + rb"active_anon (\d+)\n"
         + p
@@ -101,20 +105,19 @@ _FAST_V2_LRU = _lru_pattern(b"")
 
 def parse_cpu_stat(data: bytes, version: int) -> CpuStat:
     if version == 1:
-        m = _FAST_V1_CFS.search(data)
+        m = _FAST_V1_CFS.match(data)
         if m is not None:
-            periods, throttled, throttled_ns = map(int, m.groups())
-            return CpuStat(None, CfsStat(periods, throttled, throttled_ns))
+            return _new(CpuStat, (None, _new(CfsStat, (int(m[1]), int(m[2]), int(m[3])))))
     else:
-        m = _FAST_V2_USAGE.search(data)
+        m = _FAST_V2_USAGE.match(data)
         if m is not None:
-            usage_ns = int(m.group(1)) * 1000
-            if b"\nnr_periods " not in data:
-                return CpuStat(usage_ns, None)
-            m = _FAST_V2_CFS.search(data)
+            usage_ns = int(m[1]) * 1000
+            at = data.find(b"\nnr_periods ", m.end() - 1)
+            if at < 0:  # no cpu controller in this cgroup: usage only
+                return _new(CpuStat, (usage_ns, None))
+            m = _FAST_V2_CFS.match(data, at)
             if m is not None:
-                periods, throttled, throttled_us = map(int, m.groups())
-                return CpuStat(usage_ns, CfsStat(periods, throttled, throttled_us * 1000))
+                return _new(CpuStat, (usage_ns, _new(CfsStat, (int(m[1]), int(m[2]), int(m[3]) * 1000))))
     return _parse_cpu_stat_general(data, version)
 
 
@@ -157,10 +160,10 @@ def parse_cfs_quota(data: bytes) -> int | None:
 
 
 def parse_memory_stat(data: bytes, version: int) -> MemoryStat:
-    m = (_FAST_V1_LRU if version == 1 else _FAST_V2_LRU).search(data)
+    start, pattern = _FAST_V1_LRU if version == 1 else _FAST_V2_LRU
+    m = pattern.match(data, data.find(start))  # a miss (-1) matches from 0 and fails: general path
     if m is not None:
-        inactive_anon, active_anon, inactive_file, unevictable = map(int, m.groups())
-        return MemoryStat(inactive_anon + active_anon + unevictable, inactive_file)
+        return _new(MemoryStat, (int(m[1]) + int(m[2]) + int(m[4]), int(m[3])))
     # v1 hierarchical totals are total_*; without use_hierarchy only the local keys exist.
     keys = _V1_KEYS if version == 1 and b"\ntotal_inactive_anon " in data else _V1_LOCAL_KEYS
     try:

@@ -4,10 +4,19 @@ Pods come from the caller (`pods()`; later the API-server watch) and are matched
 QoS tier, UID and container ID, as koordlet does. Pod totals are read from the pod cgroup itself (it also
 holds the sandbox/pause container, so it is not the sum of the containers).
 
-Cost matters (target <= 1 % of a core at 1 s with 100 pods): paths and series keys are computed once per
-pod-list change, files are read through kept-open fds, and only the few keys needed are parsed. On v1, where
+Cost matters (target <= 1 % of a core at 1 s with 100 pods): paths, series keys and the block layout (one
+slot per series, see `agent.series.SampleBlock`) are computed once per pod-list change, files are read through
+kept-open fds, only the few keys needed are parsed, and values go straight into their slots. On v1, where
 CPU usage comes from cpuacct.usage, cpu.stat (CFS throttling only) is not read for cgroups without a CFS
 quota (`cpu.cfs_quota_us` -1, re-checked every QUOTA_RECHECK_SECONDS): no quota, no throttling series.
+
+Two sources are read less often than every cycle and their last values held in between (sample and hold,
+staggered over the targets so each cycle does an even share):
+- PSI files every PSI_UPDATE_SECONDS: the kernel recomputes the avg10/60/300 averages only that often, so a
+  faster read returns the same averages (the stall totals held meanwhile are at most that much older).
+- Container memory every `container_memory_interval` (default in the agent: 5 s, where cAdvisor's
+  housekeeping uses 10 s). memory.stat is the costliest file (~7 us of kernel time per read on v1), container
+  series are exported raw only, and the pod cgroups that NodeMetric and QoS enforcement use are read every cycle.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, CgroupVer
 from agent.collectors.cgroup_stats import parse_cfs_quota, parse_cpu_stat, parse_int, parse_memory_stat, working_set
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import PodRef, split_container_id, valid_pod_uid
-from agent.collectors.psi import PsiKeys, parse_psi, psi_samples
+from agent.collectors.psi import PsiKeys, psi_values
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
@@ -32,16 +41,30 @@ from agent.series import (
     CPU_USAGE_SECONDS,
     MEMORY_ANON_USAGE_BYTES,
     MEMORY_WORKING_SET_BYTES,
+    MISSING,
     PSI_RESOURCES,
+    BlockLayout,
     Kind,
     Sample,
+    SampleBlock,
     SeriesKey,
 )
 
 COUNTER = Kind.COUNTER
 GAUGE = Kind.GAUGE
 QUOTA_RECHECK_SECONDS = 30.0  # how long a v1 cgroup's "no CFS quota" (cpu.stat not read) is trusted
-_new_tuple = tuple.__new__  # Sample(...) without the Python-level NamedTuple __new__: one per value per cycle
+PSI_UPDATE_SECONDS = 2.0  # the kernel's PSI averaging period (PSI_FREQ, 2 s)
+
+# A target's slots in the block, from its offset: CPU and CFS counters, memory gauges, then 4 per PSI file
+# (some avg10, some total, full avg10, full total) for targets with PSI.
+_CPU, _PERIODS, _THROTTLED, _THROTTLED_SECONDS, _ANON, _WORKING_SET, _PSI = range(7)
+_PSI_KINDS = (GAUGE, COUNTER, GAUGE, COUNTER)
+_PSI_SLOTS = len(PSI_RESOURCES) * len(_PSI_KINDS)
+
+
+def every_cycles(seconds: float, interval: float) -> int:
+    """How many collect cycles span `seconds` (at least 1: read every cycle)."""
+    return max(1, round(seconds / interval))
 
 
 class PsiScope(StrEnum):
@@ -61,10 +84,10 @@ class _Files:
     cfs_quota: str | None  # v1 only: cpu.stat is skipped while the quota is -1
     memory_stat: str
     memory_usage: str
-    pressure: tuple[tuple[str, PsiKeys], ...]  # (path, series keys), empty without PSI
+    pressure: tuple[str, ...]  # one per PSI_RESOURCES, empty without PSI
 
     @classmethod
-    def build(cls, layout: CgroupLayout, rel: str, psi: bool, base: SeriesKey) -> _Files:
+    def build(cls, layout: CgroupLayout, rel: str, psi: bool) -> _Files:
         v1 = layout.version is CgroupVersion.V1
         mem = f"{layout.memory}/{rel}"
         return cls(
@@ -73,11 +96,7 @@ class _Files:
             cfs_quota=f"{layout.cpu}/{rel}/cpu.cfs_quota_us" if v1 else None,
             memory_stat=f"{mem}/memory.stat",
             memory_usage=f"{mem}/memory.usage_in_bytes" if v1 else f"{mem}/memory.current",
-            pressure=tuple(
-                (f"{layout.cpuacct}/{rel}/{r}.pressure", PsiKeys.build(r, base, node=False)) for r in PSI_RESOURCES
-            )
-            if psi
-            else (),
+            pressure=tuple(f"{layout.cpuacct}/{rel}/{r}.pressure" for r in PSI_RESOURCES) if psi else (),
         )
 
 
@@ -97,7 +116,9 @@ class _Target:
     throttled_seconds: SeriesKey
     anon: SeriesKey
     working_set: SeriesKey
+    offset: int = 0  # first slot in the block layout
     rel: str | None = None  # the candidate found on disk; None until found
+    fresh: bool = True  # found but not read yet: read everything, hold nothing
     files: _Files | None = None
     quota_checked: float = -math.inf  # cycle time cfs_quota was last read (v1)
     unlimited: bool = False  # v1: cfs_quota was -1 then, so cpu.stat is not read
@@ -114,7 +135,11 @@ class CgroupCollector:
         driver: CgroupDriver | None = None,
         psi: PsiScope = PsiScope.PODS,
         reader: PseudoFileReader | None = None,
+        interval: float = 1.0,
+        container_memory_interval: float | None = None,
     ) -> None:
+        """`interval` is the collect interval; `container_memory_interval` (default: `interval`, i.e. every
+        cycle) how often container memory is read."""
         self._pods = pods
         self._root = Path(cgroup_root)
         self._parent = cgroup_parent
@@ -124,6 +149,11 @@ class CgroupCollector:
         self._errors = SeriesErrors()
         self.layout: CgroupLayout | None = None
         self._targets: list[_Target] = []
+        self._block = BlockLayout((), (), ())
+        self._psi_every = every_cycles(PSI_UPDATE_SECONDS, interval)
+        self._memory_every = every_cycles(container_memory_interval or interval, interval)
+        self._cycle = 0
+        self._held: tuple[BlockLayout, list[float]] | None = None  # the last cycle's values, for holding
         self._pods_seen: tuple[PodRef, ...] | None = None
 
     @property
@@ -181,7 +211,26 @@ class CgroupCollector:
                 )
         for gone in old.values():  # pods/containers no longer listed: unpin their cgroups
             self._release(layout, gone)
-        self._targets = targets
+        if len(targets) != len(self._targets) or any(a is not b for a, b in zip(targets, self._targets, strict=True)):
+            self._targets = targets
+            self._block = self._block_layout(layout, targets)
+
+    @staticmethod
+    def _block_layout(layout: CgroupLayout, targets: list[_Target]) -> BlockLayout:
+        keys: list[SeriesKey] = []
+        kinds: list[Kind] = []
+        sources: list[str] = []
+        for t in targets:
+            t.offset = len(keys)
+            keys += (t.cpu, t.periods, t.throttled, t.throttled_seconds, t.anon, t.working_set)
+            kinds += (COUNTER, COUNTER, COUNTER, COUNTER, GAUGE, GAUGE)
+            sources += (t.source, t.source, t.source, t.source, "", "")
+            if t.psi and layout.psi:
+                for resource in PSI_RESOURCES:
+                    keys += PsiKeys.build(resource, t.base, node=False)
+                    kinds += _PSI_KINDS
+                    sources += ("", t.source, "", t.source)
+        return BlockLayout(tuple(keys), tuple(kinds), tuple(sources))
 
     def _reuse(
         self,
@@ -227,7 +276,8 @@ class CgroupCollector:
             for candidate in target.candidates:
                 if os.path.isdir(f"{layout.cpuacct}/{candidate}"):
                     target.rel = candidate
-                    target.files = _Files.build(layout, candidate, target.psi and layout.psi, target.base)
+                    target.fresh = True
+                    target.files = _Files.build(layout, candidate, target.psi and layout.psi)
                     break
         return target.rel is not None
 
@@ -237,15 +287,32 @@ class CgroupCollector:
         if layout is None:
             return []  # no kubepods hierarchy (yet): nothing to report is not a failure
         self._refresh_targets(layout, self._pods())
-        out: list[Sample] = []
+        block = self._block
+        values = [MISSING] * len(block)
+        held = self._held[1] if self._held is not None and self._held[0] is block else None
         v1 = layout.version is CgroupVersion.V1
-        for target in self._targets:
+        self._cycle += 1
+        psi_every, memory_every = self._psi_every, self._memory_every
+        for i, target in enumerate(self._targets):
             if not self._resolve(layout, target):
                 self._errors.record(SeriesErrors.VANISHED)  # listed, but no cgroup (exited or not created)
                 continue
-            if not self._collect_target(target, v1, now, out):
+            phase = self._cycle + i  # staggered: each cycle reads an even share of the held sources
+            hold = held is not None and not target.fresh
+            hold_memory = hold and bool(target.container) and phase % memory_every != 0
+            hold_psi = hold and phase % psi_every != 0
+            if not self._collect_target(target, v1, now, values, not hold_memory, not hold_psi):
                 self._release(layout, target)  # the cgroup went away; look for it afresh next cycle
-        return out
+                continue
+            target.fresh = False
+            if held is not None:
+                o = target.offset
+                if hold_memory:
+                    values[o + _ANON : o + _PSI] = held[o + _ANON : o + _PSI]
+                if hold_psi and target.files is not None and target.files.pressure:
+                    values[o + _PSI : o + _PSI + _PSI_SLOTS] = held[o + _PSI : o + _PSI + _PSI_SLOTS]
+        self._held = (block, values)
+        return SampleBlock(block, values)
 
     def _failed(self, exc: OSError) -> bool:
         """Count a failed read; True if the cgroup is gone."""
@@ -264,8 +331,11 @@ class CgroupCollector:
                 t.unlimited = False
         return t.unlimited
 
-    def _collect_target(self, t: _Target, v1: bool, now: float, out: list[Sample]) -> bool:
-        """Read one cgroup; returns False if it vanished. Each file fails on its own.
+    def _collect_target(  # noqa: PLR0917
+        self, t: _Target, v1: bool, now: float, values: list[float], memory: bool, psi: bool
+    ) -> bool:
+        """Read one cgroup into its slots (memory and PSI only if asked); returns False if it vanished. Each
+        file fails on its own.
 
         This runs for every pod and container every second, hence the flat, repetitive shape.
         """
@@ -274,7 +344,7 @@ class CgroupCollector:
         read = self._reader.read
         garbage = self._errors
         gone = False
-        new = _new_tuple
+        o = t.offset
         cpu_stat = None
         if files.cfs_quota is None or not self._no_quota(t, files.cfs_quota, now):
             try:
@@ -283,51 +353,56 @@ class CgroupCollector:
                 gone |= self._failed(exc)
             except ValueError:
                 garbage.record(SeriesErrors.GARBAGE)
-        usage_ns: int | None = None
         if files.cpuacct_usage is not None:
             try:
-                usage_ns = parse_int(read(files.cpuacct_usage))
+                values[o + _CPU] = parse_int(read(files.cpuacct_usage)) / 1e9
             except OSError as exc:
                 gone |= self._failed(exc)
             except ValueError:
                 garbage.record(SeriesErrors.GARBAGE)
-        elif cpu_stat is not None:
-            usage_ns = cpu_stat.usage_ns
-        if usage_ns is not None:
-            out.append(new(Sample, (t.cpu, usage_ns / 1e9, COUNTER, t.source)))
+        elif cpu_stat is not None and cpu_stat.usage_ns is not None:
+            values[o + _CPU] = cpu_stat.usage_ns / 1e9
         # nr_periods stays 0 until a CFS quota applies: no quota, no throttling series
         if cpu_stat is not None and cpu_stat.cfs is not None and cpu_stat.cfs.periods > 0:
             periods, throttled, throttled_ns = cpu_stat.cfs
-            out.append(new(Sample, (t.periods, float(periods), COUNTER, t.source)))
-            out.append(new(Sample, (t.throttled, float(throttled), COUNTER, t.source)))
-            out.append(new(Sample, (t.throttled_seconds, throttled_ns / 1e9, COUNTER, t.source)))
+            values[o + _PERIODS] = float(periods)
+            values[o + _THROTTLED] = float(throttled)
+            values[o + _THROTTLED_SECONDS] = throttled_ns / 1e9
 
+        if memory:
+            gone |= self._read_memory(files, v1, o, values)
+
+        slot = o + _PSI
+        for path in files.pressure if psi else ():
+            try:
+                values[slot : slot + 4] = psi_values(read(path))
+            except OSError as exc:
+                gone |= self._failed(exc)
+            except ValueError:
+                garbage.record(SeriesErrors.GARBAGE)
+            slot += 4
+        return not gone
+
+    def _read_memory(self, files: _Files, v1: bool, o: int, values: list[float]) -> bool:
+        """Memory of one cgroup into its slots; True if the cgroup vanished."""
+        read = self._reader.read
+        gone = False
         mem = None
         try:
             mem = parse_memory_stat(read(files.memory_stat), 1 if v1 else 2)
         except OSError as exc:
             gone |= self._failed(exc)
         except ValueError:
-            garbage.record(SeriesErrors.GARBAGE)
+            self._errors.record(SeriesErrors.GARBAGE)
         else:
-            out.append(new(Sample, (t.anon, float(mem.anon_usage), GAUGE, "")))
+            values[o + _ANON] = float(mem.anon_usage)
         try:
             usage = parse_int(read(files.memory_usage))
         except OSError as exc:
             gone |= self._failed(exc)
         except ValueError:
-            garbage.record(SeriesErrors.GARBAGE)
+            self._errors.record(SeriesErrors.GARBAGE)
         else:
             if mem is not None:
-                out.append(new(Sample, (t.working_set, float(working_set(usage, mem.inactive_file)), GAUGE, "")))
-
-        for path, psi_keys in files.pressure:
-            try:
-                reading = parse_psi(read(path))
-            except OSError as exc:
-                gone |= self._failed(exc)
-            except ValueError:
-                garbage.record(SeriesErrors.GARBAGE)
-            else:
-                psi_samples(reading, psi_keys, t.source, out)
-        return not gone
+                values[o + _WORKING_SET] = float(working_set(usage, mem.inactive_file))
+        return gone

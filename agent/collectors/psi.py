@@ -7,6 +7,7 @@ stall time in microseconds. A missing `full` line means "not supported" (koordle
 
 from __future__ import annotations
 
+import math
 import re
 from typing import NamedTuple
 
@@ -43,6 +44,30 @@ def parse_psi(data: bytes) -> PsiReading:
     if reading.some_avg10_ratio > 1.0 or (reading.full_avg10_ratio or 0.0) > 1.0:
         raise ValueError("PSI average above 100 %")
     return reading
+
+
+def psi_values(data: bytes) -> tuple[float, float, float, float]:
+    """`parse_psi` as (some avg10 ratio, some total s, full avg10 ratio, full total s), NaN without a `full`
+    line: the per-cgroup form, which skips building a `PsiReading`."""
+    m = _FAST.match(data)
+    if m is None:
+        r = parse_psi(data)
+        nan = math.nan
+        return (
+            r.some_avg10_ratio,
+            r.some_total_seconds,
+            nan if r.full_avg10_ratio is None else r.full_avg10_ratio,
+            nan if r.full_total_seconds is None else r.full_total_seconds,
+        )
+    some_avg, some_total, full_avg, full_total = m.groups()
+    some_ratio = float(some_avg) / 100.0
+    if full_avg is None:
+        full_ratio = full_seconds = math.nan
+    else:
+        full_ratio, full_seconds = float(full_avg) / 100.0, int(full_total) / 1e6
+    if some_ratio > 1.0 or full_ratio > 1.0:
+        raise ValueError("PSI average above 100 %")
+    return some_ratio, int(some_total) / 1e6, full_ratio, full_seconds
 
 
 def _parse_general(data: bytes) -> PsiReading:

@@ -33,6 +33,7 @@ class CollectorContext:
     pods: Callable[[], Sequence[PodRef]] = field(default=_no_pods)
     psi: PsiScope = PsiScope.PODS
     interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
+    container_memory_interval: float | None = None  # None: every cycle
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,14 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     CollectorSpec("node", lambda c: NodeCollector(c.proc_root), True, "node CPU, memory, PSI from /proc"),
     CollectorSpec(
         "cgroups",
-        lambda c: CgroupCollector(c.pods, c.cgroup_root, cgroup_parent=c.cgroup_parent, psi=c.psi),
+        lambda c: CgroupCollector(
+            c.pods,
+            c.cgroup_root,
+            cgroup_parent=c.cgroup_parent,
+            psi=c.psi,
+            interval=c.interval,
+            container_memory_interval=c.container_memory_interval,
+        ),
         True,
         "pod/container CPU, throttling, memory, PSI from cgroup v1/v2",
     ),

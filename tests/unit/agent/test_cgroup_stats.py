@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from agent.collectors.cgroup_stats import (
@@ -11,7 +13,7 @@ from agent.collectors.cgroup_stats import (
     pick_keyed,
     working_set,
 )
-from agent.collectors.psi import parse_psi
+from agent.collectors.psi import parse_psi, psi_values
 
 V1_CPU_STAT = b"nr_periods 120\nnr_throttled 7\nthrottled_time 350000000\nnr_bursts 0\nburst_time 0\n"
 V2_CPU_STAT = (
@@ -124,6 +126,15 @@ def test_psi_parsing() -> None:
     for bad in bad_inputs:
         with pytest.raises(ValueError):
             parse_psi(bad)
+        with pytest.raises(ValueError):
+            psi_values(bad)
+    # the per-cgroup form: the same numbers as a flat tuple, NaN without a `full` line, on both paths
+    assert psi_values(fast) == tuple(reading)
+    assert psi_values(b"full avg10=0.00 avg60=0 avg300=0 total=7\nsome  avg10=2.50 total=1500000") == tuple(reading)
+    some_only = psi_values(b"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+    assert some_only[:2] == (0.0, 0.0) and math.isnan(some_only[2]) and math.isnan(some_only[3])
+    with pytest.raises(ValueError):
+        psi_values(b"some avg10=1.00 avg60=0.00 avg300=0.00 total=1\nfull avg10=100.50 avg60=0.00 avg300=0.00 total=1\n")
 
 
 def test_cfs_quota() -> None:
