@@ -30,7 +30,7 @@ from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
 from agent.podwatch import CgroupPodDiscovery, PodWatch
-from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
+from agent.publisher import NodeMetricCache, NodeMetricPublisher, spec_listener
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import usage_from_sampler
 from agent.report import NodeReporter, ReportPolicy, build_status, current_devices, device_sources
@@ -40,6 +40,7 @@ from common.api.wire import GoDuration, ObjectMeta
 from common.config import ConfigError
 from common.kube.http import KubeConfigError, KubeHTTP
 from common.logging import setup_logging
+from common.ratelimit import TokenBucket
 from common.version import __version__
 
 log = logging.getLogger("loadline.agent")

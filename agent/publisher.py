@@ -31,52 +31,13 @@ from typing import Any
 from common.api.constants import NODEMETRIC_PLURAL, SLO_API_VERSION, SLO_GROUP, SLO_VERSION
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import Reflector
+from common.ratelimit import TokenBucket
 
 log = logging.getLogger("loadline.agent.publisher")
 
 NODEMETRICS_PATH = resource_path(SLO_GROUP, SLO_VERSION, NODEMETRIC_PLURAL)
 OWNED_STATUS_FIELDS = frozenset({"updateTime", "nodeMetric", "podsMetric"})
 CONFLICT_ATTEMPTS = 5
-
-
-# ------------------------------------------------------------------------------------------------ rate limit
-class TokenBucket:
-    """client-go's token bucket (`flowcontrol.NewTokenBucketRateLimiter(qps, burst)`): starts full."""
-
-    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError("a token bucket needs qps > 0 and burst >= 1")
-        self.qps = qps
-        self.burst = burst
-        self._clock = clock
-        self._tokens = float(burst)
-        self._at = clock()
-        self._lock = asyncio.Lock()
-
-    def _refill(self) -> None:
-        now = self._clock()
-        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.qps)
-        self._at = now
-
-    def try_accept(self) -> bool:
-        self._refill()
-        if self._tokens >= 1:
-            self._tokens -= 1
-            return True
-        return False
-
-    def wait_seconds(self) -> float:
-        """How long until a token is available (0 if one is)."""
-        self._refill()
-        return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.qps
-
-    async def acquire(self) -> None:
-        async with self._lock:  # first come, first served
-            wait = self.wait_seconds()
-            while wait > 0:  # a timed wait for refill, not a poll: nothing else hands out tokens
-                await asyncio.sleep(wait)
-                wait = self.wait_seconds()
-            self.try_accept()
 
 
 # ------------------------------------------------------------------------------------------------ cache

@@ -46,7 +46,7 @@ from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, r
 from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
 from agent.main import USER_AGENT, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
-from agent.publisher import NodeMetricCache, NodeMetricPublisher, TokenBucket, spec_listener
+from agent.publisher import NodeMetricCache, NodeMetricPublisher, spec_listener
 from agent.report import NodeReporter, ReportPolicy, build_status
 from agent.sampler import Sampler
 from agent.series import (
@@ -66,6 +66,7 @@ from common.api.pod import pod_limits, pod_requests
 from common.api.quantity import Quantity
 from common.kube.http import JSON, KubeHTTP
 from common.kube.reflector import Reflector
+from common.ratelimit import TokenBucket
 
 log = logging.getLogger("loadline.agent.simulate")
 

@@ -14,8 +14,8 @@ Then, one after the other in the same run, on the same nodes, with the same pods
   kube-scheduler  the harness's kube-scheduler binary, profile `default-scheduler` (its default
                   plugins); clientConnection qps/burst 5000 (the harness sets them), no leader election
   loadline        `python -m common.cli scheduler --no-leader-elect`, its default profile
-                  `loadline-scheduler` (which includes LoadAwareScheduling). Its API client
-                  (aiohttp, KubeHTTP) has no client-side rate limit at all.
+                  `loadline-scheduler` (which includes LoadAwareScheduling); clientConnection
+                  qps/burst 5000 as well (its default, like kube-scheduler's, is 50/100).
 
 Each phase: start the scheduler and wait until it is healthy (Loadline: /readyz and every
 NodeMetric in its cache), then create `--pods` pods as fast as a bounded-concurrency async creator
@@ -192,9 +192,15 @@ async def refresh_node_metrics(http: KubeHTTP, usage: dict[str, tuple[int, int]]
 # --------------------------------------------------------------------------- schedulers
 def start_loadline(plane: ControlPlane) -> tuple[Component, str]:
     port = free_port()
+    config = plane.root / "loadline-scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "clientConnection: {qps: 5000, burst: 5000}  # the same client limits as the kube-scheduler run\n"
+        "profiles: [{schedulerName: loadline-scheduler}]\n"
+    )
     component = Component(
         "loadline-scheduler",
-        [sys.executable, "-m", "common.cli", "scheduler", f"--kubeconfig={plane.kubeconfig}",
+        [sys.executable, "-m", "common.cli", "scheduler", f"--kubeconfig={plane.kubeconfig}", f"--config={config}",
          "--bind-address=127.0.0.1", f"--port={port}", "--no-leader-elect"],
         plane.root / "logs" / "loadline-scheduler.log",
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
@@ -473,7 +479,7 @@ def report(results: list[PhaseResult]) -> None:
         "p50/p99: create request sent -> first seen bound through a watch (client clock, sub-second);"
         " srv: creationTimestamp -> PodScheduled lastTransitionTime (1 s granularity)."
     )
-    print("Client limits: kube-scheduler qps/burst 5000; Loadline's client has no rate limit.")
+    print("Client limits: qps/burst 5000 for both schedulers.")
 
 
 async def run(plane: ControlPlane, args: argparse.Namespace) -> list[PhaseResult]:

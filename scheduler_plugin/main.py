@@ -17,6 +17,7 @@ from scheduler_plugin.server.options import (
     DEFAULT_LEASE_NAMESPACE,
     DEFAULT_PORT,
     SchedulerOptions,
+    client_limits_from,
     kubeconfig_from,
     leader_election_from,
 )
@@ -25,7 +26,8 @@ DESCRIPTION = """\
 Schedules the pods whose spec.schedulerName is one of its profiles' (default: loadline-scheduler)
 with load-aware (NodeMetric), gang (PodGroup) and InfiniBand-topology placement. Profiles and plugin
 arguments come from a KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1), the same format
-kube-scheduler reads; without --config one default profile is used.
+kube-scheduler reads; without --config one default profile is used. clientConnection.qps/burst limit the
+API requests like kube-scheduler's (default 50/100).
 
 Run two or more replicas with leader election: only the holder of the Lease schedules, the others keep
 their caches warm and take over when it stops renewing. The HTTP port serves /healthz, /readyz,
@@ -91,6 +93,7 @@ def _options(args: argparse.Namespace, config: KubeSchedulerConfiguration) -> Sc
         "renew_deadline": args.renew_deadline,
         "retry_period": args.retry_period,
     }
+    qps, burst = client_limits_from(config)
     return SchedulerOptions(
         kubeconfig=kubeconfig_from(config, args.kubeconfig),
         bind_address=args.bind_address,
@@ -100,6 +103,8 @@ def _options(args: argparse.Namespace, config: KubeSchedulerConfiguration) -> Sc
         explain_cache_size=args.explain_cache_size,
         unschedulable_timeout_seconds=args.unschedulable_timeout,
         crd_retry_seconds=args.crd_retry_seconds,
+        client_qps=qps,
+        client_burst=burst,
     )
 
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
+from common.ratelimit import TokenBucket
+
 if TYPE_CHECKING:  # the generated client costs ~20 MB RSS to import; only config loading needs it
     from kubernetes.aio.client import Configuration
 
@@ -88,15 +90,26 @@ def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
 class KubeHTTP:
     """One aiohttp session to one API server; JSON in, JSON (dicts) out."""
 
-    def __init__(self, configuration: Configuration, *, user_agent: str = "loadline") -> None:
+    def __init__(
+        self, configuration: Configuration, *, user_agent: str = "loadline", limiter: TokenBucket | None = None
+    ) -> None:
+        """`limiter`: client-side rate limit of every request and watch start (client-go's QPS/Burst)."""
         self.configuration = configuration
         self.server = str(configuration.host).rstrip("/")
         self.user_agent = user_agent
+        self.limiter = limiter
+        self.throttled_seconds = 0.0  # waited for the limiter in all, for self-metrics
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
-    async def connect(cls, kubeconfig: str | Path | None = None, *, user_agent: str = "loadline") -> KubeHTTP:
-        return cls(await load_configuration(kubeconfig), user_agent=user_agent)
+    async def connect(
+        cls, kubeconfig: str | Path | None = None, *, user_agent: str = "loadline", limiter: TokenBucket | None = None
+    ) -> KubeHTTP:
+        return cls(await load_configuration(kubeconfig), user_agent=user_agent, limiter=limiter)
+
+    async def _throttle(self) -> None:
+        if self.limiter is not None:
+            self.throttled_seconds += await self.limiter.acquire()
 
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -123,6 +136,7 @@ class KubeHTTP:
         content_type: str = "application/json",
         timeout_seconds: float = 30,
     ) -> JSON:
+        await self._throttle()
         session = self._session_or_new()
         data = None if body is None else json.dumps(body)
         headers = await self._headers(content_type if data is not None else None)
@@ -165,6 +179,7 @@ class KubeHTTP:
         self, path: str, params: Mapping[str, str | int], read_timeout_seconds: float
     ) -> AsyncIterator[JSON]:
         """Yield decoded watch events until the server closes the stream."""
+        await self._throttle()
         session = self._session_or_new()
         headers = await self._headers(None)
         try:

@@ -23,6 +23,7 @@ from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP, resource_path
 from common.kube.reflector import Reflector
 from common.logging import ctx
+from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.anomaly import DetectorStore
 from scheduler_plugin.descheduler.args import LowNodeLoadArgs
 from scheduler_plugin.descheduler.balance import plan_round
@@ -39,7 +40,6 @@ from scheduler_plugin.descheduler.metrics import (
     ROUNDS,
 )
 from scheduler_plugin.descheduler.model import RoundPlan
-from scheduler_plugin.descheduler.ratelimit import TokenBucket
 
 log = logging.getLogger("loadline.descheduler")
 

@@ -21,9 +21,9 @@ from typing import Any, Literal, Protocol
 
 from common.kube.http import KubeError
 from common.logging import ctx
+from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
-from scheduler_plugin.descheduler.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON
 
 log = logging.getLogger("loadline.descheduler.evictor")

@@ -1,7 +1,8 @@
 """Process settings of `loadline scheduler`: flags over the KubeSchedulerConfiguration file over defaults.
 
 The file's process-level stanzas are read the way kube-scheduler reads them:
-`clientConnection.kubeconfig` and `leaderElection` (`leaderElect`, `leaseDuration`,
+`clientConnection` (`kubeconfig`, and `qps`/`burst`, the client-side rate limit of every API
+request, default 50/100 as in kube-scheduler) and `leaderElection` (`leaderElect`, `leaseDuration`,
 `renewDeadline`, `retryPeriod`, `resourceName`, `resourceNamespace`). Errors name the
 field and stop the process at start.
 """
@@ -19,6 +20,8 @@ from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 DEFAULT_PORT = 10251
 DEFAULT_LEASE_NAME = "loadline-scheduler"
 DEFAULT_LEASE_NAMESPACE = "kube-system"
+DEFAULT_CLIENT_QPS = 50.0  # kube-scheduler's clientConnection defaults (kubescheduler.config.k8s.io/v1)
+DEFAULT_CLIENT_BURST = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,8 @@ class SchedulerOptions:
     explain_cache_size: int = 1000
     unschedulable_timeout_seconds: float = 300.0
     crd_retry_seconds: float = 60.0
+    client_qps: float = DEFAULT_CLIENT_QPS
+    client_burst: int = DEFAULT_CLIENT_BURST
 
 
 def _duration(section: Mapping[str, Any], field: str, default: float) -> float:
@@ -98,3 +103,19 @@ def kubeconfig_from(config: KubeSchedulerConfiguration, flag: str | None) -> str
             f"invalid scheduler configuration: clientConnection.kubeconfig: expected a path, got {path!r}"
         )
     return path or None
+
+
+def client_limits_from(config: KubeSchedulerConfiguration) -> tuple[float, int]:
+    """`clientConnection.qps` and `.burst`, defaulted like kube-scheduler's."""
+    connection = config.client_connection or {}
+    qps = connection.get("qps", DEFAULT_CLIENT_QPS)
+    if isinstance(qps, bool) or not isinstance(qps, int | float) or qps <= 0:
+        raise ConfigError(
+            f"invalid scheduler configuration: clientConnection.qps: expected a positive number, got {qps!r}"
+        )
+    burst = connection.get("burst", DEFAULT_CLIENT_BURST)
+    if isinstance(burst, bool) or not isinstance(burst, int) or burst < 1:
+        raise ConfigError(
+            f"invalid scheduler configuration: clientConnection.burst: expected a positive integer, got {burst!r}"
+        )
+    return float(qps), burst

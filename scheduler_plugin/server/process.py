@@ -18,6 +18,7 @@ from typing import Any
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
 from common.logging import ctx
+from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
@@ -96,9 +97,14 @@ class SchedulerProcess:
     async def run(self) -> None:
         app = build_app(ready=self.cache.synced, is_leader=self.is_leader, explain=self.explain)
         runner = await serve(app, self.options.bind_address, self.options.port)
-        log.info("serving /healthz /readyz /metrics /explain", extra=ctx(
-            address=f"{self.options.bind_address}:{self.options.port}", identity=self.identity,
-            profiles=",".join(self.frameworks)))
+        log.info(
+            "serving /healthz /readyz /metrics /explain",
+            extra=ctx(
+                address=f"{self.options.bind_address}:{self.options.port}",
+                identity=self.identity,
+                profiles=",".join(self.frameworks),
+            ),
+        )
         informers = asyncio.create_task(self.cache.run(), name="informers")
         try:
             await self.cache.wait_synced()
@@ -120,7 +126,11 @@ class SchedulerProcess:
 
 async def run_until_signalled(options: SchedulerOptions, config: KubeSchedulerConfiguration) -> None:
     try:
-        http = await KubeHTTP.connect(options.kubeconfig, user_agent="loadline-scheduler")
+        http = await KubeHTTP.connect(
+            options.kubeconfig,
+            user_agent="loadline-scheduler",
+            limiter=TokenBucket(options.client_qps, options.client_burst),
+        )
     except Exception as exc:  # kubernetes' ConfigException, a bad file: the message says which
         where = options.kubeconfig or "$KUBECONFIG, ~/.kube/config or the in-cluster service account"
         raise StartupError(f"cannot load API server credentials from {where}: {exc}") from None

@@ -14,6 +14,7 @@ from common.kube.events import EventRecorder
 from common.kube.http import KubeError, KubeHTTP, resource_path
 from common.kube.leader import LeaderElector
 from common.kube.reflector import Reflector
+from common.ratelimit import TokenBucket
 from tests.examples import KOORDINATOR_NODEMETRIC
 from tests.harness.controlplane import ControlPlane
 
@@ -178,3 +179,29 @@ def test_graceful_shutdown_releases_the_lease(cluster: ControlPlane, namespace: 
         return took
 
     assert asyncio.run(run()) < 5  # released: no need to wait out the 10 s lease
+
+
+def test_client_side_rate_limit_spaces_requests_after_the_burst(cluster: ControlPlane) -> None:
+    """Every request and watch start takes a token (client-go's QPS/Burst); the waits are read off a fake clock,
+    so the test checks the spacing without timing anything, against the real API server."""
+    now = [0.0]
+    waits: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        now[0] += seconds
+
+    async def main() -> int:
+        limiter = TokenBucket(20.0, 5, clock=lambda: now[0], sleep=fake_sleep)
+        http = await KubeHTTP.connect(cluster.kubeconfig, limiter=limiter)
+        try:
+            listed = [await http.get("/api/v1/namespaces") for _ in range(15)]
+            async for _ in http.watch_lines("/api/v1/namespaces", {"timeoutSeconds": 1}, 5):
+                break  # the first ADDED event: the watch got its token and started
+            assert http.throttled_seconds == pytest.approx(sum(waits))
+            return len(listed)
+        finally:
+            await http.close()
+
+    assert asyncio.run(main()) == 15
+    assert sum(waits) == pytest.approx((16 - 5) / 20.0)  # 16 requests, 5 from the burst, then 20 per second

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from agent.publisher import NodeMetricPublisher, TokenBucket, error_reason, spec_listener
+from agent.publisher import NodeMetricPublisher, error_reason, spec_listener
 from common.kube.http import KubeError
+from common.ratelimit import TokenBucket
 
 PATH = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
 
@@ -190,17 +191,6 @@ def test_retry_delay_is_exponential_capped_and_jittered() -> None:
     bases = [1, 2, 4, 8, 8, 8, 8]
     assert all(0.5 * b <= d <= b for d, b in zip(delays, bases, strict=True))
     assert len(set(delays[3:])) == 4  # jittered even at the cap
-
-
-def test_token_bucket_like_client_go() -> None:
-    now = [0.0]
-    bucket = TokenBucket(0.1, 2, clock=lambda: now[0])
-    assert bucket.try_accept() and bucket.try_accept() and not bucket.try_accept()
-    assert bucket.wait_seconds() == pytest.approx(10.0)
-    now[0] = 10.0
-    assert bucket.try_accept() and not bucket.try_accept()
-    now[0] = 1000.0
-    assert bucket.try_accept() and bucket.try_accept() and not bucket.try_accept()  # never above the burst
 
 
 def test_error_reasons() -> None:

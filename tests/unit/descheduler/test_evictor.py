@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from common.kube.http import KubeError
+from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.evictor import Evictor, eviction_body
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
-from scheduler_plugin.descheduler.ratelimit import TokenBucket
 from tests.unit.descheduler.builders import rs_pod
 from tests.unit.descheduler.objects import pod_obj
 
@@ -164,25 +164,6 @@ def test_eviction_body_without_uid_has_no_precondition() -> None:
     obj = pod_obj("p", "n1")
     del obj["metadata"]["uid"]
     assert "deleteOptions" not in eviction_body(obj)
-
-
-def test_token_bucket_spaces_evictions_at_qps_after_the_burst() -> None:
-    clock = FakeClock()
-    bucket = TokenBucket(2.0, 3, clock=clock, sleep=clock.sleep)
-
-    async def take(n: int) -> list[float]:
-        return [await bucket.acquire() for _ in range(n)]
-
-    waits = asyncio.run(take(6))
-    assert waits[:3] == [0.0, 0.0, 0.0]  # the burst
-    assert waits[3:] == pytest.approx([0.5, 0.5, 0.5])  # then 2 per second
-    clock.now += 10.0  # idle time refills up to the burst only
-    assert asyncio.run(take(4)) == pytest.approx([0.0, 0.0, 0.0, 0.5])
-
-
-def test_token_bucket_rejects_nonsense() -> None:
-    with pytest.raises(ValueError, match="qps > 0"):
-        TokenBucket(0, 1)
 
 
 def test_a_repeating_failure_is_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -10,7 +10,7 @@ import yaml
 from scheduler_plugin import explain
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.main import main as scheduler_main
-from scheduler_plugin.server.options import leader_election_from
+from scheduler_plugin.server.options import client_limits_from, leader_election_from
 
 
 def write(tmp_path: Path, doc: object) -> Path:
@@ -31,6 +31,9 @@ CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeScheduler
     ({**CONFIG, "leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}}, "leaderElection"),
     ({**CONFIG, "leaderElection": {"resourceLock": "endpoints"}}, "leaderElection.resourceLock"),
     ({**CONFIG, "clientConnection": {"kubeconfig": 3}}, "clientConnection.kubeconfig"),
+    ({**CONFIG, "clientConnection": {"qps": 0}}, "clientConnection.qps"),
+    ({**CONFIG, "clientConnection": {"qps": "fast"}}, "clientConnection.qps"),
+    ({**CONFIG, "clientConnection": {"burst": 2.5}}, "clientConnection.burst"),
 ])  # fmt: skip
 def test_config_errors_stop_the_scheduler_at_start_naming_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: object, field: str
@@ -54,6 +57,12 @@ def test_leader_election_flags_override_the_file() -> None:
     flagged = leader_election_from(config, {"leader_elect": True, "lease_name": "x", "lease_duration": 12.0,
                                             "renew_deadline": 8.0, "retry_period": 1.0})
     assert (flagged.enabled, flagged.name, flagged.namespace, flagged.lease_seconds) == (True, "x", "ops", 12.0)
+
+
+def test_client_limits_default_like_kube_scheduler() -> None:
+    assert client_limits_from(KubeSchedulerConfiguration.model_validate(CONFIG)) == (50.0, 100)
+    custom = KubeSchedulerConfiguration.model_validate({**CONFIG, "clientConnection": {"qps": 7.5, "burst": 3}})
+    assert client_limits_from(custom) == (7.5, 3)
 
 
 DOC = {
