@@ -25,14 +25,17 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.args import CoschedulingArgs
 from scheduler_plugin.plugins.coscheduling.gangs import (
+    GANG_INDEX,
     Gang,
     assigned_members,
+    gang_key_of,
     member_keys,
     resolve,
     resource_gap,
     room_for,
     smallest_shape,
 )
+from scheduler_plugin.plugins.coscheduling.state import GONE_GRACE_SECONDS, PRUNE_INTERVAL_SECONDS, GangState
 
 NAME = "Coscheduling"
 
@@ -43,10 +46,10 @@ class Coscheduling:
     def __init__(self, args: CoschedulingArgs, handle: FrameworkHandle) -> None:
         self.args = args
         self.handle = handle
-        self._first_seen: dict[str, float] = {}  # creation time of gangs without a PodGroup object
-        self._backoff_until: dict[str, float] = {}
-        self._permitted_until: dict[str, float] = {}  # gangs whose capacity check passed recently
-        self._last_failure: dict[str, float] = {}
+        self.state = GangState()  # per-gang times, pruned by `maybe_prune`
+        self.prune_interval_seconds = PRUNE_INTERVAL_SECONDS
+        self.gone_grace_seconds = GONE_GRACE_SECONDS
+        self._next_prune = 0.0  # clock time of the next sweep (the first call sweeps)
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> Coscheduling:
@@ -56,13 +59,29 @@ class Coscheduling:
     def gang_of(self, pod: PodInfo, snapshot: Snapshot | None = None) -> Gang | None:
         if pod.gang is None:
             return None
+        self.maybe_prune()
         snap = snapshot if snapshot is not None else self.handle.snapshot
-        created = self._first_seen.get(pod.gang.key)
+        created = self.state.first_seen.get(pod.gang.key)
         if created is None:
             stamps = [snap.pods[k].creation_timestamp for k in member_keys(snap, pod.gang.key) if k in snap.pods]
             created = min((s for s in stamps if s), default=0.0) or pod.creation_timestamp or self.handle.clock.now()
-            self._first_seen[pod.gang.key] = created
+            self.state.first_seen[pod.gang.key] = created
         return resolve(pod.gang, snap, created)
+
+    def maybe_prune(self) -> int:
+        """Forget the bookkeeping of expired and departed gangs, at most once per interval.
+
+        Called from `gang_of`, which every hook that adds an entry goes through, so the
+        state cannot grow for long without a sweep; between sweeps it costs a clock read.
+        A sweep looks up each gang with an entry in the snapshot's gang index (kept
+        current by the snapshot), never scanning the pods. Returns how many entries went."""
+        now = self.handle.clock.now()
+        if now < self._next_prune:
+            return 0
+        self._next_prune = now + self.prune_interval_seconds
+        members = self.handle.snapshot.pod_index(GANG_INDEX, gang_key_of)
+        waiting = {w.pod.gang.key for w in self.handle.waiting_pods if w.pod.gang is not None}
+        return self.state.prune(now, lambda key: key in members or key in waiting, self.gone_grace_seconds)
 
     def _timeout(self, gang: Gang) -> float:
         return gang.timeout_seconds if gang.timeout_seconds else float(self.args.permit_waiting_time_seconds)
@@ -74,8 +93,8 @@ class Coscheduling:
                 waiting.reject(self.name, message)
 
     def _mark_failed(self, gang_key: str) -> None:
-        self._permitted_until.pop(gang_key, None)
-        self._last_failure[gang_key] = self.handle.clock.now()
+        self.state.permitted_until.pop(gang_key, None)
+        self.state.last_failure[gang_key] = self.handle.clock.now()
 
     # ------------------------------------------------------------------ QueueSort
     def less(self, a: QueuedPodInfo, b: QueuedPodInfo) -> bool:
@@ -90,7 +109,7 @@ class Coscheduling:
         assert gang is not None
         # A gang that failed recently queues by its failure time (scheduler-plugins v0.34.7),
         # so a gang that cannot be placed does not keep the head of the queue.
-        since = max(gang.created, self._last_failure.get(gang.key, 0.0))
+        since = max(gang.created, self.state.last_failure.get(gang.key, 0.0))
         return (-pod.priority, since, "~gang/" + gang.key, pod.key)
 
     # ------------------------------------------------------------------ PreFilter
@@ -103,7 +122,7 @@ class Coscheduling:
         if not gang.has_object:
             return None, Status.unresolvable(f"PodGroup {gang.key} not found")
         now = self.handle.clock.now()
-        if self._backoff_until.get(gang.key, 0.0) > now:
+        if self.state.backoff_until.get(gang.key, 0.0) > now:
             return None, Status.unresolvable(f"podGroup {gang.key} failed recently")
         members = member_keys(snapshot, gang.key)
         if len(members) < gang.min_member:
@@ -117,11 +136,11 @@ class Coscheduling:
                 f"pre-filter pod {pod.name}: {gated} sibling pods are gated, "
                 f"fewer than minMember {gang.min_member} can run"
             )
-        if self._permitted_until.get(gang.key, 0.0) > now:
+        if self.state.permitted_until.get(gang.key, 0.0) > now:
             return None, SUCCESS
         status = self._capacity_check(snapshot, gang, members, pod)
         if status.is_success():
-            self._permitted_until[gang.key] = now + self._timeout(gang)
+            self.state.permitted_until[gang.key] = now + self._timeout(gang)
         return None, status
 
     def _capacity_check(self, snapshot: Snapshot, gang: Gang, members: set[str], pod: PodInfo) -> Status:
@@ -161,7 +180,7 @@ class Coscheduling:
             return None, Status.unschedulable(f"PodGroup {gang.key} keeps waiting: {assigned}/{gang.min_member} placed")
         self._reject_waiting_siblings(gang.key, pod.key, "optimistic rejection in PostFilter")
         if self.args.pod_group_backoff_seconds > 0 and len(members) >= gang.min_member:
-            self._backoff_until[gang.key] = self.handle.clock.now() + self.args.pod_group_backoff_seconds
+            self.state.backoff_until[gang.key] = self.handle.clock.now() + self.args.pod_group_backoff_seconds
         self._mark_failed(gang.key)
         return None, Status.unschedulable(
             f"PodGroup {gang.key} gets rejected due to Pod {pod.name} is unschedulable even after PostFilter"
