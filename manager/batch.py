@@ -22,6 +22,7 @@ from manager.adapters import node_batch_resources, node_capacity
 from manager.noderesource.formulas import UpdateDecision, batch_outcome, decide_node_update
 from manager.noderesource.model import (
     BatchOutcome,
+    BatchResources,
     BatchStrategy,
     BatchVerdict,
     NodeCapacity,
@@ -54,6 +55,7 @@ class BatchWriter:
         self.last_written: dict[str, datetime] = {}  # in memory, as Koordinator: after a restart, write once
         self.verdicts: dict[str, BatchVerdict] = {}
         self._verdict_counts: dict[BatchVerdict, int] = {}
+        self.exported: set[str] = set()  # nodes with loadline_manager_node_batch_allocatable series
         # name -> (capacity, allocatable, reservation annotation as seen) and what they parse to: a resync
         # pass re-reads thousands of unchanged nodes, and quantity parsing would dominate it.
         self._parsed: dict[str, tuple[Any, Any, Any, NodeCapacity, dict[str, int], dict[str, int]]] = {}
@@ -77,6 +79,23 @@ class BatchWriter:
         self.last_written.pop(name, None)
         self._parsed.pop(name, None)
         self._set_verdict(name, None)
+        self._export(name, None)
+
+    def _export(self, name: str, resources: BatchResources | None) -> None:
+        """Per-node gauges of the computed batch resources in base units; none while the node has none."""
+        if resources is not None:
+            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "cpu").set(resources.cpu_milli / 1000)
+            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "memory").set(resources.memory_bytes)
+            self.exported.add(name)
+        elif name in self.exported:
+            self.exported.discard(name)
+            for resource in ("cpu", "memory"):
+                metrics.NODE_BATCH_ALLOCATABLE.remove(name, resource)
+
+    def unexport_all(self) -> None:
+        """Drop every per-node series (leadership lost: a standby must not show the values it last computed)."""
+        for name in list(self.exported):
+            self._export(name, None)
 
     def _set_verdict(self, name: str, verdict: BatchVerdict | None) -> None:
         old = self.verdicts.pop(name, None) if verdict is None else self.verdicts.get(name)
@@ -104,6 +123,7 @@ class BatchWriter:
         capacity, current, current_capacity = self._parse(name, node)
         outcome = batch_outcome(capacity, pods, metric, strategy, now)
         self._set_verdict(name, outcome.verdict)
+        self._export(name, outcome.resources)
         desired = outcome.resources.as_resource_map() if outcome.resources is not None else {}
         decision = decide_node_update(
             current=current,

@@ -239,6 +239,7 @@ class Controller:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
+            self.batch.unexport_all()  # after the workers stopped: none of them sets a series again
 
     async def _report_config(self) -> None:
         while True:

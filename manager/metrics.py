@@ -21,6 +21,14 @@ API_ERRORS = Counter(
 BATCH_NODES = Gauge(
     "loadline_manager_batch_nodes", "Nodes by the state of their batch resources (verdict)", ["verdict"]
 )
+# Per node, only while this replica leads and the node has batch resources (verdict Calculated): the series go
+# with the node, with its batch resources (stale NodeMetric, colocation off) and with the Lease.
+NODE_BATCH_ALLOCATABLE = Gauge(
+    "loadline_manager_node_batch_allocatable",
+    "Batch resources last computed for the node, in cores (cpu) and bytes (memory); the Node status carries them "
+    "once the change passes resourceDiffThreshold or updateTimeThresholdSeconds",
+    ["node", "resource"],
+)
 BATCH_SKIPPED_WRITES = Counter(
     "loadline_manager_batch_skipped_writes_total",
     "Batch resource changes not written (within resourceDiffThreshold and updateTimeThresholdSeconds)",

@@ -273,6 +273,22 @@ def test_batch_resources_from_the_nodemetric_schedulable_by_both_schedulers_and_
         alive=[manager.component],
     )
     assert batch_of(plane, "batch-b") == {"capacity": {}, "allocatable": {}}  # its NodeMetric has no status yet
+    # The leader's per-node gauges carry the same numbers in base units; batch-b has no batch resources, no series.
+    written = batch_of(plane, "batch-a")["allocatable"]
+
+    def exported(node: str) -> tuple[float | None, float | None]:
+        return (
+            manager.metric("loadline_manager_node_batch_allocatable", node=node, resource="cpu"),
+            manager.metric("loadline_manager_node_batch_allocatable", node=node, resource="memory"),
+        )
+
+    wait_for(
+        "per-node batch gauges of batch-a as written",
+        lambda: exported("batch-a") == (written[BATCH_CPU] / 1000, written[BATCH_MEMORY]),
+        30,
+        alive=[manager.component],
+    )
+    assert exported("batch-b") == (None, None)
 
     # The real kube-scheduler: the node with batch resources takes a batch pod; more than it has stays pending.
     plane.start_kube_scheduler(name=f"kube-scheduler-{uuid.uuid4().hex[:6]}")
@@ -333,6 +349,7 @@ def test_batch_resources_from_the_nodemetric_schedulable_by_both_schedulers_and_
         lambda: batch_of(plane, "batch-a") == {"capacity": {}, "allocatable": {}},
         60,
     )
+    assert exported("batch-a") == (None, None)  # dropped in the reconcile that removed them, before the write
 
     # Fresh again: back. Then colocation disabled for this node by its annotation: removed again.
     write_nodemetric_status(plane, "batch-a", system=system, pods=measured)

@@ -85,6 +85,8 @@ def test_promtool_rule_unit_tests_pass(promtool: str) -> None:
          "LoadlineAgentCollectorFailing"),
         ("max by (node) (loadline_node_cpu_capacity_cores)\n", "sum(loadline_node_cpu_capacity_cores)\n",
          "node:loadline_node_cpu_usage:ratio_p95_5m"),
+        ("(max by (node, resource) (loadline_manager_node_batch_allocatable))",
+         "(loadline_manager_node_batch_allocatable)", "cluster:loadline_manager_node_batch_allocatable:sum"),
     ],
 )  # fmt: skip
 def test_promtool_rule_unit_tests_catch_a_broken_rule(

@@ -312,3 +312,81 @@ def test_leading_workers_retry_through_an_api_outage_and_log_it_once(
     assert sum("unreachable" in m for m in messages) == 1
     assert sum("reachable again" in m for m in messages) == 1
     assert REGISTRY.get_sample_value("loadline_manager_leader") == 0  # not leading any more
+
+
+def allocatable(node_name: str, resource: str) -> float | None:
+    """loadline_manager_node_batch_allocatable of one node, None when the series is absent."""
+    labels = {"node": node_name, "resource": resource}
+    return REGISTRY.get_sample_value("loadline_manager_node_batch_allocatable", labels)
+
+
+def test_per_node_batch_allocatable_is_the_computed_value_in_base_units_and_goes_with_it(setup: Any) -> None:
+    controller, http, _ = setup
+    add_node(controller, http, node("gauge-a"))
+    add_node(controller, http, node("gauge-b"))
+    feed(controller.pods, "ADDED", web_pod("gauge-a"))
+    feed(controller.nodemetrics, "ADDED", nodemetric("gauge-a", updated=NOW - timedelta(minutes=1)))
+    # gauge-b: web (no pod listed, charged its measured usage) takes 8 of the 6 - 0.5 cores left: clamped at 0
+    feed(controller.nodemetrics, "ADDED", nodemetric("gauge-b", updated=NOW - timedelta(minutes=1), web_cpu="8"))
+    for name in ("gauge-a", "gauge-b"):
+        run(controller.reconcile(name))
+
+    # cpu 10000m - 40% 4000m - system 500m - web 1000m = 4500m: 4.5 cores; memory in bytes
+    memory = 20 * GI - int(20 * GI * 0.35) - GI - 2 * GI
+    assert allocatable("gauge-a", "cpu") == 4.5
+    assert allocatable("gauge-a", "memory") == memory
+    written = http.objects["/api/v1/nodes/gauge-a"]["status"]["allocatable"]
+    assert (int(written[BATCH_CPU]), int(written[BATCH_MEMORY])) == (4500, memory)  # the same numbers
+    assert allocatable("gauge-b", "cpu") == 0.0  # computed as zero: present, unlike a node without batch resources
+    assert allocatable("gauge-b", "memory") == memory
+    assert controller.batch.exported == {"gauge-a", "gauge-b"}
+
+    # Within resourceDiffThreshold: the Node keeps 4500m, the gauge shows what was computed.
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("gauge-a", updated=NOW, web_cpu="1200m"))
+    run(controller.reconcile("gauge-a"))
+    assert http.objects["/api/v1/nodes/gauge-a"]["status"]["allocatable"][BATCH_CPU] == "4500"
+    assert allocatable("gauge-a", "cpu") == 4.3
+
+    # A stale NodeMetric removes the node's batch resources and both of its series; the other node keeps its own.
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("gauge-a", updated=NOW - timedelta(minutes=16)))
+    run(controller.reconcile("gauge-a"))
+    assert controller.batch.verdicts["gauge-a"] is BatchVerdict.NODE_METRIC_EXPIRED
+    assert BATCH_CPU not in http.objects["/api/v1/nodes/gauge-a"]["status"]["allocatable"]
+    assert (allocatable("gauge-a", "cpu"), allocatable("gauge-a", "memory")) == (None, None)
+    assert allocatable("gauge-b", "cpu") == 0.0 and allocatable("gauge-b", "memory") == memory
+
+    # Fresh again: back. The node deleted: gone.
+    feed(controller.nodemetrics, "MODIFIED", nodemetric("gauge-a", updated=NOW))
+    run(controller.reconcile("gauge-a"))
+    assert allocatable("gauge-a", "cpu") == 4.5
+    feed(controller.nodes, "DELETED", node("gauge-b"))
+    run(controller.reconcile("gauge-b"))
+    assert (allocatable("gauge-b", "cpu"), allocatable("gauge-b", "memory")) == (None, None)
+    assert controller.batch.exported == {"gauge-a"}
+
+
+def test_losing_the_lease_drops_the_per_node_series(setup: Any) -> None:
+    controller, http, _ = setup
+    add_node(controller, http, node("gauge-lead"))
+    feed(controller.nodemetrics, "ADDED", nodemetric("gauge-lead", updated=NOW - timedelta(minutes=1)))
+    for reflector in controller.reflectors:
+        reflector.synced.set()
+    seen: list[float | None] = []
+
+    async def body() -> None:
+        task = asyncio.create_task(controller.lead())  # the elector cancels lead() when the Lease is lost
+        try:
+            for _ in range(100):
+                if allocatable("gauge-lead", "cpu") is not None:
+                    break
+                await asyncio.sleep(0.05)
+            seen.append(allocatable("gauge-lead", "cpu"))
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    run(body())
+    assert seen == [4.5]  # 10000m - 4000m - 500m - web's 1000m (measured, no pod listed)
+    assert (allocatable("gauge-lead", "cpu"), allocatable("gauge-lead", "memory")) == (None, None)
+    assert controller.batch.exported == set()
+    assert controller.batch.verdicts["gauge-lead"] is BatchVerdict.CALCULATED  # the rest of its state stays
