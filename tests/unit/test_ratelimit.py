@@ -7,19 +7,7 @@ import asyncio
 import pytest
 
 from common.ratelimit import TokenBucket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.fakeclock import FakeClock
 
 
 def test_starts_full_refills_at_qps_and_never_banks_above_the_burst() -> None:

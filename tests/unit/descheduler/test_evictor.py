@@ -12,23 +12,11 @@ from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.evictor import Evictor, eviction_body
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
+from tests.fakeclock import FakeClock
 from tests.unit.descheduler.builders import rs_pod
 from tests.unit.descheduler.objects import pod_obj
 
 REASON = "node is overutilized, node cpu usage(82.35%)>threshold(75.00%)"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class FakeAPI:
