@@ -109,11 +109,13 @@ class Sampler:
         slots = block.array()
         gauges = slots[plan.gauges]
         _extend_present(keys, values, plan.gauge_keys, gauges)
-        if plan.pod_memory.size:
-            usage.pods_memory += float(np.nansum(slots[plan.pod_memory]))
-        for slot, attr in ((plan.node_memory, "node_memory"), (plan.capacity, "capacity")):
-            if slot is not None and not np.isnan(slots[slot]):
-                setattr(usage, attr, float(slots[slot]))
+        for role, role_slots in plan.gauge_roles:
+            present = slots[role_slots]
+            present = present[~np.isnan(present)]
+            if role == _POD_MEMORY:
+                usage.pods_memory += float(present.sum())
+            elif present.size:
+                usage.add_gauge(role, float(present[-1]))
         if not plan.counters.size:
             return
         readings = slots[plan.counters]
@@ -183,14 +185,7 @@ class Sampler:
                 if kind is _GAUGE:
                     keys.append(key)
                     values.append(value)
-                    metric = key[0]
-                    if key[1]:
-                        if metric == MEMORY_ANON_USAGE_BYTES and not key[2]:
-                            usage.pods_memory += value
-                    elif metric == NODE_MEMORY_USAGE_BYTES:
-                        usage.node_memory = value
-                    elif metric == NODE_CPU_CAPACITY_CORES:
-                        usage.capacity = value
+                    usage.add_gauge(_gauge_role(key), value)
                     continue
                 plan = plans.get(key)
                 if plan is None:
@@ -240,6 +235,21 @@ _STORED = 2  # rate stored under STORED_RATES[metric]
 _POD_CPU = 3  # stored, and summed into the pods' CPU for system usage
 _NODE_CPU = 4  # stored, and the node's CPU for system usage
 _NO_KEY = SeriesKey("")  # the stored key of counters that are not stored
+
+# What a gauge contributes to system usage (see `_gauge_role`).
+_PLAIN = 0  # nothing: only stored
+_POD_MEMORY = 1  # summed into the pods' memory
+_NODE_MEMORY = 2  # the node's memory usage
+_CAPACITY = 3  # the node's CPU capacity
+
+
+def _gauge_role(key: SeriesKey) -> int:
+    metric = key[0]
+    if key[1]:
+        return _POD_MEMORY if metric == MEMORY_ANON_USAGE_BYTES and not key[2] else _PLAIN
+    if metric == NODE_MEMORY_USAGE_BYTES:
+        return _NODE_MEMORY
+    return _CAPACITY if metric == NODE_CPU_CAPACITY_CORES else _PLAIN
 _MISSING = (_NO_KEY, _NO_KEY)
 
 
@@ -315,9 +325,7 @@ class _BlockPlan:
     layout: BlockLayout
     gauges: I64  # slots of gauges, stored as they are
     gauge_keys: list[SeriesKey]
-    pod_memory: I64  # slots of pod-level anon memory (summed for system usage)
-    node_memory: int | None  # slot
-    capacity: int | None  # slot
+    gauge_roles: list[tuple[int, I64]]  # slots of the gauges with a role in system usage, by `_gauge_role`
     counters: I64  # slots of counters that are rated (raw-only counters are left to export)
     rates: SlotRates
     stored: I64  # counter positions whose rate is stored ...
@@ -331,24 +339,18 @@ class _BlockPlan:
     @classmethod
     def build(cls, layout: BlockLayout, rates: CounterRates, previous: _BlockPlan | None) -> _BlockPlan:
         gauges: list[int] = []
-        pod_memory: list[int] = []
-        node_memory = capacity = node_cpu = None
+        by_role: dict[int, list[int]] = {}
+        node_cpu = None
         counters: list[int] = []
         stored: list[int] = []
         stored_keys: list[SeriesKey] = []
         pod_cpu: list[int] = []
         counter_position: dict[SeriesKey, int] = {}
         for slot, (key, kind) in enumerate(zip(layout.keys, layout.kinds, strict=True)):
-            metric, pod, container = key[0], key[1], key[2]
             if kind is _GAUGE:
                 gauges.append(slot)
-                if pod:
-                    if metric == MEMORY_ANON_USAGE_BYTES and not container:
-                        pod_memory.append(slot)
-                elif metric == NODE_MEMORY_USAGE_BYTES:
-                    node_memory = slot
-                elif metric == NODE_CPU_CAPACITY_CORES:
-                    capacity = slot
+                if (role := _gauge_role(key)) != _PLAIN:
+                    by_role.setdefault(role, []).append(slot)
                 continue
             role, stored_key = _counter_plan(key)
             if role == _RAW:
@@ -381,9 +383,7 @@ class _BlockPlan:
             layout,
             _indices(gauges),
             [layout.keys[slot] for slot in gauges],
-            _indices(pod_memory),
-            node_memory,
-            capacity,
+            [(role, _indices(role_slots)) for role, role_slots in by_role.items()],
             _indices(counters),
             slot_rates,
             _indices(stored),
@@ -405,6 +405,14 @@ class _UsageSums:
 
     node_memory: float | None = None
     capacity: float | None = None
+
+    def add_gauge(self, role: int, value: float) -> None:
+        if role == _POD_MEMORY:
+            self.pods_memory += value
+        elif role == _NODE_MEMORY:
+            self.node_memory = value
+        elif role == _CAPACITY:
+            self.capacity = value
 
     def system(self) -> list[tuple[SeriesKey, float]]:
         out = []

@@ -28,49 +28,34 @@ _FAST = re.compile(
 )
 
 
-def parse_psi(data: bytes) -> PsiReading:
-    """Raises ValueError on anything that is not PSI."""
+def psi_values(data: bytes) -> tuple[float, float, float, float]:
+    """(some avg10 ratio, some total s, full avg10 ratio, full total s), NaN without a `full` line: the
+    per-cgroup form, which builds no `PsiReading`. Raises ValueError on anything that is not PSI."""
     m = _FAST.match(data)
     if m is not None:
         some_avg, some_total, full_avg, full_total = m.groups()
-        reading = PsiReading(
+        values = (
             float(some_avg) / 100.0,
             int(some_total) / 1e6,
-            None if full_avg is None else float(full_avg) / 100.0,
-            None if full_total is None else int(full_total) / 1e6,
+            math.nan if full_avg is None else float(full_avg) / 100.0,
+            math.nan if full_total is None else int(full_total) / 1e6,
         )
     else:
-        reading = _parse_general(data)
-    if reading.some_avg10_ratio > 1.0 or (reading.full_avg10_ratio or 0.0) > 1.0:
+        values = _parse_general(data)
+    if values[0] > 1.0 or values[2] > 1.0:  # NaN (no `full` line) compares False
         raise ValueError("PSI average above 100 %")
-    return reading
+    return values
 
 
-def psi_values(data: bytes) -> tuple[float, float, float, float]:
-    """`parse_psi` as (some avg10 ratio, some total s, full avg10 ratio, full total s), NaN without a `full`
-    line: the per-cgroup form, which skips building a `PsiReading`."""
-    m = _FAST.match(data)
-    if m is None:
-        r = parse_psi(data)
-        nan = math.nan
-        return (
-            r.some_avg10_ratio,
-            r.some_total_seconds,
-            nan if r.full_avg10_ratio is None else r.full_avg10_ratio,
-            nan if r.full_total_seconds is None else r.full_total_seconds,
-        )
-    some_avg, some_total, full_avg, full_total = m.groups()
-    some_ratio = float(some_avg) / 100.0
-    if full_avg is None:
-        full_ratio = full_seconds = math.nan
-    else:
-        full_ratio, full_seconds = float(full_avg) / 100.0, int(full_total) / 1e6
-    if some_ratio > 1.0 or full_ratio > 1.0:
-        raise ValueError("PSI average above 100 %")
-    return some_ratio, int(some_total) / 1e6, full_ratio, full_seconds
+def parse_psi(data: bytes) -> PsiReading:
+    """Raises ValueError on anything that is not PSI."""
+    some_avg, some_total, full_avg, full_total = psi_values(data)
+    if math.isnan(full_avg):
+        return PsiReading(some_avg, some_total, None, None)
+    return PsiReading(some_avg, some_total, full_avg, full_total)
 
 
-def _parse_general(data: bytes) -> PsiReading:
+def _parse_general(data: bytes) -> tuple[float, float, float, float]:
     lines: dict[bytes, tuple[float, float]] = {}
     for line in data.splitlines():
         fields = line.split()
@@ -88,8 +73,7 @@ def _parse_general(data: bytes) -> PsiReading:
         lines[fields[0]] = (avg10 / 100.0, total_us / 1e6)
     if b"some" not in lines:
         raise ValueError("PSI file without a 'some' line")
-    full = lines.get(b"full")
-    return PsiReading(*lines[b"some"], *(full if full is not None else (None, None)))
+    return (*lines[b"some"], *lines.get(b"full", (math.nan, math.nan)))
 
 
 class PsiKeys(NamedTuple):
