@@ -66,10 +66,17 @@ def priority_class_of_value(priority: int | None) -> PriorityClass:
 
 
 def priority_class_raw(pod: Mapping[str, Any]) -> PriorityClass:
-    """Label `koordinator.sh/priority-class`, else `spec.priority`'s range, else the class name itself."""
-    label = (_meta(pod).get("labels") or {}).get(c.LABEL_PRIORITY_CLASS)
-    if label in PRIORITY_RANGES:
-        return PriorityClass(label)
+    """Label `koordinator.sh/priority-class`, else `spec.priority`'s range, else the class name itself.
+
+    As in Koordinator (GetPodPriorityClassRaw), the label's presence decides: a label with an
+    unknown value means no class (the caller's QoS default then applies), not a fall-back to
+    spec.priority. Both sides then classify the pod alike, so koordlet-reported podsMetric
+    priorities and the scheduler's prod checks agree.
+    """
+    labels = _meta(pod).get("labels") or {}
+    if c.LABEL_PRIORITY_CLASS in labels:
+        label = labels[c.LABEL_PRIORITY_CLASS]
+        return PriorityClass(label) if label in PRIORITY_RANGES else PriorityClass.NONE
     spec = _spec(pod)
     by_value = priority_class_of_value(spec.get("priority"))
     if by_value is not PriorityClass.NONE:

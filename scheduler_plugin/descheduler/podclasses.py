@@ -41,10 +41,11 @@ EVICTION_COST_NEVER = 2**31 - 1
 
 
 def priority_class(pod: PodSnapshot) -> str:
-    """Koordinator's GetPriorityClass: the label if valid, else by spec.priority range, else none."""
-    label = pod.labels.get(LABEL_PRIORITY_CLASS, "")
-    if label in _KNOWN_PRIORITY_CLASSES:
-        return label
+    """Koordinator's GetPodPriorityClassRaw: the label if present (an unknown value: none), else by
+    spec.priority range, else none."""
+    if LABEL_PRIORITY_CLASS in pod.labels:
+        label = pod.labels[LABEL_PRIORITY_CLASS]
+        return label if label in _KNOWN_PRIORITY_CLASSES else PRIORITY_NONE
     if pod.priority is not None:
         for name, low, high in _PRIORITY_RANGES:
             if low <= pod.priority <= high:
@@ -73,11 +74,10 @@ def is_prod(pod: PodSnapshot) -> bool:
     """``priority_class_with_default(pod) == koord-prod``, unrolled: it runs for every pod of
     every node each round when prod thresholds are set."""
     labels = pod.labels
-    if labels:
-        label = labels.get(LABEL_PRIORITY_CLASS)
-        if label in _KNOWN_PRIORITY_CLASSES:
-            return label == PRIORITY_PROD
-    p = pod.priority
+    label = labels.get(LABEL_PRIORITY_CLASS) if labels else None
+    if label in _KNOWN_PRIORITY_CLASSES:
+        return label == PRIORITY_PROD
+    p = None if label is not None else pod.priority  # an unknown label value: no class, straight to QoS
     if p is not None and 3000 <= p <= 9999:
         if p >= 9000:
             return True

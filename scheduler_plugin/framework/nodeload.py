@@ -62,7 +62,9 @@ class NodeLoad:
         info = status.node_metric
         if info is not None:
             load.has_node_metric = True
-            load.node_usage = _usage(info.node_usage)
+            # An empty nodeUsage is a usage of zero (Koordinator vectorises it to zeros), not a missing
+            # one: the node is then estimated from the pods not yet reflected only, not from all pods.
+            load.node_usage = _usage(info.node_usage) or {}
             load.system_usage = _usage(info.system_usage)
             windows = []
             for entry in info.aggregated_node_usages or []:

@@ -82,8 +82,8 @@ class LoadAwareSchedulingArgs(_Args):
     @classmethod
     def _weights(cls, value: dict[str, int]) -> dict[str, int]:
         for name, weight in value.items():
-            if not 0 <= weight <= 100:
-                raise ValueError(f"{name}: weight {weight} is not in 0..100")
+            if not 0 < weight <= 100:  # Koordinator rejects 0: leave the resource out instead
+                raise ValueError(f"{name}: weight {weight} is not in 1..100")
         return value
 
     @field_validator("estimated_scaling_factors")

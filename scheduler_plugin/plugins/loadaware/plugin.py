@@ -3,8 +3,9 @@ score by estimated free load (Koordinator semantics, reference §5), vectorised 
 
 estimated usage = base + delta + incoming pod's estimate, where per node
   base  = prod usage (prod pod with prod thresholds), else aggregated usage (when
-          aggregated thresholds are configured), else nodeUsage — or the sum of all
-          assigned pods' estimates when that base is missing;
+          aggregated thresholds are configured), else nodeUsage (an empty nodeUsage
+          is zero) — or the sum of all assigned pods' estimates when the aggregated
+          window asked for is missing;
   delta = estimates of pods placed since the NodeMetric last saw them (the assign cache).
 """
 
@@ -62,7 +63,14 @@ class LoadAwareScheduling:
         t = self.table
         t.sync(snapshot)
         rows = candidates
-        checked = t.has_metric.take(rows)  # nodes without a NodeMetric (no koordlet) are not filtered
+        # The threshold set Koordinator picks per node: prod (prod pod, prod thresholds set), else
+        # aggregated (configured), else plain usage. A set that is all 0 turns the filter off for
+        # that node before anything else is looked at, also before the expiry check.
+        prod_pod = pod.koord_priority_class is PriorityClass.PROD
+        use_prod = t.has_prod_thr.take(rows) if prod_pod else np.zeros(rows.size, np.bool_)
+        use_agg = ~use_prod & t.agg_filter_enabled.take(rows)
+        enabled = np.where(use_prod, True, np.where(use_agg, t.agg_thr_on.take(rows), t.usage_thr_on.take(rows)))
+        checked = enabled & t.has_metric.take(rows)  # nodes without a NodeMetric (no koordlet) are not filtered
         if not checked.any():
             return ALL_PASS
         rejections: list[Rejection] = []
@@ -73,16 +81,15 @@ class LoadAwareScheduling:
             checked &= ~expired
         checked &= t.has_status.take(rows)
         if checked.any():
-            rejections += self._threshold_rejections(pod, rows, checked)
+            rejections += self._threshold_rejections(pod, rows, checked, use_prod & checked, use_agg & checked)
         if not rejections:
             return ALL_PASS
         return FilterResult.from_rejections(rows.size, rejections)
 
-    def _threshold_rejections(self, pod: PodInfo, rows: IndexArray, checked: BoolArray) -> list[Rejection]:
+    def _threshold_rejections(
+        self, pod: PodInfo, rows: IndexArray, checked: BoolArray, use_prod: BoolArray, use_agg: BoolArray
+    ) -> list[Rejection]:
         t = self.table
-        prod_pod = pod.koord_priority_class is PriorityClass.PROD
-        use_prod = checked & t.has_prod_thr.take(rows) if prod_pod else np.zeros(rows.size, np.bool_)
-        use_agg = checked & ~use_prod & t.agg_filter_enabled.take(rows)
         # Per node, the path Koordinator takes: prod usage, else aggregated usage, else nodeUsage.
         estimated = t.base_usage.take(rows, axis=1)
         limits = t.limit_usage.take(rows, axis=1)

@@ -168,7 +168,7 @@ class LoadTable:
         self.has_metric = flags()  # a NodeMetric object exists for the node
         self.has_status = flags()  # ... and its status.nodeMetric is set
         self.update_time = np.full(rows, np.nan)
-        self.base_usage = ints()  # nodeUsage + delta, or Σ estimates without nodeUsage
+        self.base_usage = ints()  # nodeUsage (empty = 0) + delta
         self.base_agg_filter = ints()  # the node's aggregated filter usage + delta, or Σ estimates
         self.base_agg_score = ints()  # the args' aggregated score usage + delta, or Σ estimates
         self.base_prod = ints()  # prod pods' usage (+ system usage) + prod delta
@@ -184,8 +184,10 @@ class LoadTable:
         self.limit_prod = np.full((r, rows), np.inf)
         self.limit_aggregated = np.full((r, rows), np.inf)
         self.expires_at = np.full(rows, -np.inf)  # updateTime + nodeMetricExpirationSeconds; −inf: no time
-        self.has_prod_thr = flags()
+        self.has_prod_thr = flags()  # some prod threshold is not 0
         self.agg_filter_enabled = flags()
+        self.usage_thr_on = flags()  # some usage threshold is not 0 (all 0: the filter is off)
+        self.agg_thr_on = flags()  # some aggregated threshold is not 0
         self._state = [_Row() for _ in range(rows)]
 
     # ------------------------------------------------------------------ per pod
@@ -291,8 +293,10 @@ class LoadTable:
             self.limit_usage[:, i] = threshold_limits(self.thr_usage[:, i])
             self.limit_prod[:, i] = threshold_limits(self.thr_prod[:, i])
             self.limit_aggregated[:, i] = threshold_limits(self.thr_aggregated[:, i])
-            self.has_prod_thr[i] = bool(thresholds.prod)
+            self.has_prod_thr[i] = bool(self.thr_prod[:, i].any())
             self.agg_filter_enabled[i] = thresholds.aggregated_enabled
+            self.usage_thr_on[i] = bool(self.thr_usage[:, i].any())
+            self.agg_thr_on[i] = bool(self.thr_aggregated[:, i].any())
         load = node.load
         if load is None:
             row.load, row.pods = None, {}
