@@ -20,9 +20,9 @@ Failure policy:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -30,18 +30,16 @@ from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS, ProvisionalPlacements
 from scheduler_plugin.extender.wire import JSON, ExtenderArgs, ScoreScaling, filter_result, node_name, scale_scores
 from scheduler_plugin.framework.cycle_state import CycleState
-from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE, MIN_NODE_SCORE, PreFilterResult
+from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE
 from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.runtime import Framework, narrow_to_pre_filter_result
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, IndexArray, IntArray, Snapshot
-from scheduler_plugin.framework.status import Code, Status
+from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.noderesources.formulas import least_requested_score
 
 log = logging.getLogger("loadline.extender")
-
-T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class PluginError(Exception):
@@ -176,52 +174,30 @@ class ExtenderEngine:
         )
 
     def _run_filters(self, framework: Framework, pod: PodInfo, cand: Candidates) -> Verdicts:
-        """PreFilter then every Filter plugin in order, each over the survivors of the previous ones
-        (as kube-scheduler and our own scheduler do), collecting each rejected node's reasons."""
+        """PreFilter then the Filter plugins over the request's known nodes, through the framework's
+        own `run_*` methods (so the verdicts are our scheduler's), collecting each rejected node's
+        reasons."""
         snap = self.snapshot
         state = CycleState()
         verdicts = Verdicts()
-        allowed = PreFilterResult()
-        narrowing: list[str] = []
-        for pre_filter in framework.pre_filter_plugins:
-            narrowed, status = _guard(pre_filter.name, "PreFilter", pre_filter.pre_filter, state, pod, snap)
-            if status.is_skip():
-                state.skip_filter_plugins.add(pre_filter.name)
-                continue
-            if not status.is_success():
-                _raise_unless_rejected(status, pre_filter.name, "PreFilter")
-                # A PreFilter rejection fails the pod everywhere, with that plugin's message.
-                for name in cand.known:
-                    verdicts.reject(name, status.message, status.code)
-                return verdicts
-            if narrowed is not None and narrowed.node_names is not None:
-                narrowing.append(pre_filter.name)
-                allowed = allowed.merge(narrowed)
-
-        rows, names = cand.rows, cand.known
-        if allowed.node_names is not None:
-            keep = np.fromiter((n in allowed.node_names for n in names), np.bool_, len(names))
-            reason = f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(narrowing))}]"
-            for name in (n for n, k in zip(names, keep, strict=True) if not k):
-                verdicts.reject(name, reason, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-            rows, names = rows[keep], [n for n, k in zip(names, keep, strict=True) if k]
-
-        for plugin in framework.filter_plugins:
-            if rows.size == 0:
-                break
-            if plugin.name in state.skip_filter_plugins:
-                continue
-            result = _guard(plugin.name, "Filter", plugin.filter, state, pod, snap, rows)
-            if not result.status.is_success():
-                _raise_unless_rejected(result.status, plugin.name, "Filter")
-            if result.feasible is None:
-                continue
-            for rejection in result.rejections:
-                for i in np.flatnonzero(rejection.mask):
-                    verdicts.reject(names[i], rejection.reason, rejection.code)
-                metrics.REJECTIONS.labels(plugin.name).inc(int(rejection.mask.sum()))
-            keep = np.asarray(result.feasible, dtype=np.bool_)
-            rows, names = rows[keep], [n for n, k in zip(names, keep, strict=True) if k]
+        allowed, status, narrowing = framework.run_pre_filter(state, pod, snap)
+        if status.is_rejected():
+            # A PreFilter rejection fails the pod everywhere, with that plugin's message.
+            for name in cand.known:
+                verdicts.reject(name, status.message, status.code)
+            return verdicts
+        if not status.is_success():
+            raise PluginError(status.message)
+        diagnosis = Diagnosis(len(cand.known))
+        rows = narrow_to_pre_filter_result(snap, cand.rows, allowed, narrowing, diagnosis)
+        _, status = framework.run_filters(state, pod, snap, rows, diagnosis)
+        if not status.is_success():
+            raise PluginError(status.message)
+        for rejection in diagnosis.rejections:
+            for row in rejection.rows.tolist():
+                verdicts.reject(snap.node_name(row), rejection.reason, rejection.code)
+            if rejection.plugin:
+                metrics.REJECTIONS.labels(rejection.plugin).inc(int(rejection.rows.size))
         return verdicts
 
     # ------------------------------------------------------------------ prioritize
@@ -255,56 +231,21 @@ class ExtenderEngine:
         return cand.known[best]
 
     def weighted_scores(self, framework: Framework, pod: PodInfo, rows: IndexArray) -> tuple[IntArray, int]:
-        """Σ normalised score × weight over the profile's Score plugins (as the framework adds them),
+        """Σ normalised score × weight over the profile's Score plugins (the framework's `run_score`),
         and the highest total possible (100 × Σ weights of the plugins that ran)."""
         snap = self.snapshot
         state = CycleState()
-        totals = np.zeros(rows.size, np.int64)
         if rows.size == 0:
-            return totals, 0
-        for pre_score in framework.pre_score_plugins:
-            status = _guard(pre_score.name, "PreScore", pre_score.pre_score, state, pod, snap, rows)
-            if status.is_skip():
-                state.skip_score_plugins.add(pre_score.name)
-            elif not status.is_success():
-                raise PluginError(_describe(status, pre_score.name, "PreScore"))
-        max_total = 0
-        for plugin, weight, normalizer in framework.score_plugins:
-            if plugin.name in state.skip_score_plugins:
-                continue
-            raw = np.asarray(_guard(plugin.name, "Score", plugin.score, state, pod, snap, rows), dtype=np.int64)
-            if raw.shape != rows.shape:
-                raise PluginError(f"plugin {plugin.name} returned {raw.shape} scores for {rows.size} nodes")
-            scores = raw
-            if normalizer is not None:
-                scores = np.asarray(
-                    _guard(plugin.name, "NormalizeScore", normalizer.normalize_score, state, pod, raw), dtype=np.int64
-                )
-            if scores.size and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
-                raise PluginError(f"plugin {plugin.name} returned a score outside [0, 100] after normalizing")
-            totals += scores * weight
-            max_total += MAX_NODE_SCORE * weight
-        return totals, max_total
+            return np.zeros(0, np.int64), 0
+        status = framework.run_pre_score(state, pod, snap, rows)
+        if not status.is_success():
+            raise PluginError(status.message)
+        scores, status = framework.run_score(state, pod, snap, rows)
+        if not status.is_success() or scores.totals is None:
+            raise PluginError(status.message)
+        return scores.totals, MAX_NODE_SCORE * sum(scores.weights.values())
 
 
 def _resource_version(node: Mapping[str, Any]) -> str:
     meta = node.get("metadata")
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
-
-
-def _describe(status: Status, plugin: str, point: str) -> str:
-    return f"running {point} plugin {plugin}: {status.message or status.code}"
-
-
-def _raise_unless_rejected(status: Status, plugin: str, point: str) -> None:
-    if not status.is_rejected():
-        raise PluginError(_describe(status, plugin, point))
-
-
-def _guard(plugin: str, point: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """Call a plugin; an exception becomes a PluginError (logged with its traceback once here)."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as exc:
-        log.exception("%s plugin %s failed", point, plugin)
-        raise PluginError(f"running {point} plugin {plugin}: {exc}") from exc

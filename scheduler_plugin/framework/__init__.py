@@ -30,9 +30,11 @@ from scheduler_plugin.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler_plugin.framework.invocation import FrameworkObserver
 from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework, FrameworkObserver, PermitOutcome, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework, PermitOutcome
+from scheduler_plugin.framework.schedule_one import ScheduleResult
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.framework.waiting_pods import WaitingPod

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler_plugin.framework.runtime import ScheduleResult
+from scheduler_plugin.framework.schedule_one import ScheduleResult
 from scheduler_plugin.framework.snapshot import Snapshot
 
 

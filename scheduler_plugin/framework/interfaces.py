@@ -160,6 +160,31 @@ class FrameworkHandle(Protocol):
         """Candidates that pass every other Filter plugin (for decisions about a whole gang)."""
         ...
 
+    def run_filters(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snap: Snapshot,
+        candidates: IndexArray,
+        diagnosis: Diagnosis | None = None,
+        *,
+        excluding: str = "",
+    ) -> tuple[IndexArray, Status]:
+        """The candidates every Filter plugin passes (Error status: a plugin failed)."""
+        ...
+
+    def run_pre_filter_extension_add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_name: str, snap: Snapshot
+    ) -> Status:
+        """Simulate `pod_to_add` on `node_name` in the PreFilter plugins' cycle state."""
+        ...
+
+    def run_pre_filter_extension_remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_name: str, snap: Snapshot
+    ) -> Status:
+        """Simulate `pod_to_remove` leaving `node_name` in the PreFilter plugins' cycle state."""
+        ...
+
 
 # --------------------------------------------------------------------------- plugins
 @runtime_checkable
@@ -190,6 +215,21 @@ class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         """Return Skip to skip this plugin's Filter for the cycle; a rejection fails the pod for the cycle."""
         ...
+
+
+@runtime_checkable
+class PreFilterExtensions(PreFilterPlugin, Protocol):
+    """A PreFilter whose cycle state depends on the pods on nodes (kube-scheduler's AddPod/RemovePod):
+    preemption and nominated pods simulate a pod added to or removed from a node through these,
+    so the plugin's Filter then sees the changed node without a new PreFilter."""
+
+    def add_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_name: str, snapshot: Snapshot
+    ) -> Status: ...
+
+    def remove_pod(
+        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_name: str, snapshot: Snapshot
+    ) -> Status: ...
 
 
 @runtime_checkable

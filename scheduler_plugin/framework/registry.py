@@ -8,12 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pydantic import BaseModel
 
 from scheduler_plugin.framework.interfaces import FrameworkHandle, Plugin
 
 Factory = Callable[[BaseModel | None, FrameworkHandle], Plugin]
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+def plugin_args(plugin: str, args: BaseModel | None, model: type[ArgsT]) -> ArgsT:
+    """A factory's args: the model's defaults when none were configured. Args of another type are
+    a wiring mistake (e.g. a registry entry pointing at the wrong model), an error naming the plugin,
+    never a silent fall-back to the defaults."""
+    if args is None:
+        return model()
+    if not isinstance(args, model):
+        raise TypeError(f"plugin {plugin} takes {model.__name__} args, got {type(args).__name__}")
+    return args
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.queue import SchedulingQueue
-from scheduler_plugin.framework.runtime import Framework, PermitOutcome, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework, PermitOutcome
+from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycle, scheduling_cycle
 from scheduler_plugin.framework.status import Status
 
 
@@ -61,7 +62,7 @@ class InProcessScheduler:
             self.clock,
             initial_backoff_seconds=initial_backoff_seconds,
             max_backoff_seconds=max_backoff_seconds,
-            pre_enqueue=framework.run_pre_enqueue_plugins,
+            pre_enqueue=framework.run_pre_enqueue,
             sort_key=framework.queue_sort_key(),
         )
         self.events: list[SimulationEvent] = []
@@ -99,7 +100,7 @@ class InProcessScheduler:
             return None
         cycle = self.queue.scheduling_cycle
         started, started_cpu = time.perf_counter(), time.thread_time()
-        result = self.framework.run_scheduling_cycle(info.pod)
+        result = scheduling_cycle(self.framework, info.pod)
         self.stats.attempt_seconds.append(time.perf_counter() - started)
         self.stats.attempt_cpu_seconds.append(time.thread_time() - started_cpu)
         self.stats.attempts += 1
@@ -135,7 +136,7 @@ class InProcessScheduler:
     async def _bind_ready(self) -> None:
         while self._to_bind:
             info, result = self._to_bind.popleft()
-            status = await self.framework.run_binding_cycle(result)
+            status = await binding_cycle(self.framework, result)
             now = self.clock.now()
             if status.is_success():
                 self.events.append(SimulationEvent(now, "bound", info.pod.key, result.node_name or ""))

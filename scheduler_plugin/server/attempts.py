@@ -12,7 +12,7 @@ import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from scheduler_plugin.framework.runtime import ScheduleResult
+from scheduler_plugin.framework.schedule_one import ScheduleResult
 
 
 @dataclass(slots=True)

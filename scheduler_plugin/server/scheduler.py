@@ -29,7 +29,8 @@ from scheduler_plugin.framework.clock import Clock, RealClock
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.queue import SchedulingQueue
-from scheduler_plugin.framework.runtime import Framework, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycle, rollback, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
@@ -117,7 +118,7 @@ class Scheduler:
     # ------------------------------------------------------------------ queue feeding (ClusterListener)
     def _pre_enqueue(self, pod: PodInfo) -> Status:
         framework = self.frameworks.get(pod.scheduler_name)
-        return framework.run_pre_enqueue_plugins(pod) if framework is not None else SUCCESS
+        return framework.run_pre_enqueue(pod) if framework is not None else SUCCESS
 
     def _wake(self) -> None:
         self._wakeup.set()
@@ -261,7 +262,7 @@ class Scheduler:
         info.pod = pod  # the latest version, not the one that was queued
         cycle = self.queue.scheduling_cycle
         started = time.perf_counter()
-        result = framework.run_scheduling_cycle(pod, record=self.attempts.capacity > 0)
+        result = scheduling_cycle(framework, pod, record=self.attempts.capacity > 0)
         elapsed = time.perf_counter() - started
         now = self.clock.now()
         if result.state is not None and result.state.pods_to_activate:
@@ -315,14 +316,14 @@ class Scheduler:
         key = pod.key
         try:
             try:
-                status = await framework.run_binding_cycle(result)
+                status = await binding_cycle(framework, result)
             except asyncio.CancelledError:
                 self._abandon(flight)
                 raise
             except Exception as exc:  # a bug in a plugin or binder must not lose the pod
                 log.exception("binding cycle of %s failed", key)
                 if key in self.snapshot.records and self.snapshot.records[key].assumed and result.state is not None:
-                    framework.rollback(result.state, pod, result.node_name or "", self.snapshot)
+                    rollback(framework, result.state, pod, result.node_name or "", self.snapshot)
                 status = Status.error(f"binding cycle: {exc}")
         finally:
             self.in_flight.pop(key, None)
@@ -376,4 +377,4 @@ class Scheduler:
             return
         record = self.snapshot.records.get(flight.info.pod.key)
         if record is not None and record.assumed and result.state is not None and result.node_name is not None:
-            flight.framework.rollback(result.state, flight.info.pod, result.node_name, self.snapshot)
+            rollback(flight.framework, result.state, flight.info.pod, result.node_name, self.snapshot)

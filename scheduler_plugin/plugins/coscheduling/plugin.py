@@ -21,6 +21,7 @@ from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.interfaces import FrameworkHandle, PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.args import CoschedulingArgs
@@ -53,7 +54,7 @@ class Coscheduling:
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> Coscheduling:
-        return cls(args if isinstance(args, CoschedulingArgs) else CoschedulingArgs(), handle)
+        return cls(plugin_args(NAME, args, CoschedulingArgs), handle)
 
     # ------------------------------------------------------------------ helpers
     def gang_of(self, pod: PodInfo, snapshot: Snapshot | None = None) -> Gang | None:

@@ -18,6 +18,7 @@ from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.plugins.loadaware.args import LoadAwareSchedulingArgs
 from scheduler_plugin.plugins.loadaware.formulas import (
@@ -46,7 +47,7 @@ class LoadAwareScheduling:
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> LoadAwareScheduling:
-        return cls(args if isinstance(args, LoadAwareSchedulingArgs) else LoadAwareSchedulingArgs(), handle)
+        return cls(plugin_args(NAME, args, LoadAwareSchedulingArgs), handle)
 
     def _expired(self, rows: IndexArray) -> BoolArray:
         """No updateTime, or now − updateTime ≥ nodeMetricExpirationSeconds."""

@@ -22,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import FilterResult, FrameworkHandle, PreFilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys, room_per_node
@@ -53,7 +54,7 @@ class NetworkTopology:
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> NetworkTopology:
-        return cls(args if isinstance(args, NetworkTopologyArgs) else NetworkTopologyArgs(), handle)
+        return cls(plugin_args(NAME, args, NetworkTopologyArgs), handle)
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         if pod.gang is None or not snapshot.label_column(self.args.leaf_group_label_key).vocab:

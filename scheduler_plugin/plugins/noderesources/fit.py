@@ -19,6 +19,7 @@ from common.api import constants as c
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, IndexArray, IntArray, Snapshot
 from scheduler_plugin.plugins.noderesources.formulas import least_requested_score, most_requested_score
 
@@ -59,7 +60,7 @@ class NodeResourcesFit:
 
     @classmethod
     def new(cls, args: BaseModel | None, _handle: FrameworkHandle) -> NodeResourcesFit:
-        return cls(args if isinstance(args, NodeResourcesFitArgs) else NodeResourcesFitArgs())
+        return cls(plugin_args(NAME, args, NodeResourcesFitArgs))
 
     def _is_ignored(self, resource: str) -> bool:
         return resource in self._ignored or ("/" in resource and resource.split("/", 1)[0] in self._ignored_groups)

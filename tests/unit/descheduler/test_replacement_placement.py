@@ -17,6 +17,7 @@ from typing import Any
 from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import binding_cycle, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
 
@@ -56,7 +57,7 @@ def place(config: dict[str, Any], replacements: list[dict[str, Any]]) -> tuple[d
     for obj in replacements:
         info = PodInfo.from_dict(obj)
         snapshot.upsert_pod_info(info)
-        result = framework.run_scheduling_cycle(info, record=True)
+        result = scheduling_cycle(framework, info, record=True)
         assert result.status.is_success(), result.status.message
         verdicts[info.name] = {
             row.node: f"rejected: {'; '.join(row.reasons)}" if row.rejected_by else "feasible"
@@ -67,7 +68,7 @@ def place(config: dict[str, Any], replacements: list[dict[str, Any]]) -> tuple[d
 
 
 async def _bind(framework: Framework, result: Any) -> Any:
-    return await framework.run_binding_cycle(result)
+    return await binding_cycle(framework, result)
 
 
 def test_by_requests_alone_the_replacements_go_back_to_the_hot_node() -> None:

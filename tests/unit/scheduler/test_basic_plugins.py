@@ -12,6 +12,7 @@ from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.nodeaffinity import NodeAffinity
@@ -247,7 +248,7 @@ def test_default_profile_fit_error_message() -> None:
         node("d", unschedulable=True),
     ])
     fw, _, _ = default_framework(snap)
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p", cpu="2")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p", cpu="2")))
     assert result.status.message == (
         "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
         "1 node(s) were unschedulable, 2 Insufficient cpu."
@@ -258,7 +259,7 @@ def test_default_profile_prefers_least_allocated_and_counts_assumed_pods() -> No
     snap = Snapshot.from_objects(nodes=[node("a"), node("b"), node("c")])
     fw: Framework
     fw, clock, _ = default_framework(snap, clock=FakeClock())
-    placed = [fw.run_scheduling_cycle(PodInfo.from_dict(pod(f"p{i}", cpu="1", memory="1Gi"))).node_name for i in range(6)]
+    placed = [scheduling_cycle(fw, PodInfo.from_dict(pod(f"p{i}", cpu="1", memory="1Gi"))).node_name for i in range(6)]
     assert placed == ["a", "b", "c", "a", "b", "c"]
     assert clock.now() > 0
 
@@ -271,7 +272,7 @@ def test_explain_lists_rejections_and_weighted_scores() -> None:
         node("a"), node("b", cpu="8"),
     ])
     fw, _, _ = default_framework(snap)
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p", cpu="2", memory="1Gi")), record=True)
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p", cpu="2", memory="1Gi")), record=True)
     lines = [e.line() for e in explain(result, snap)]
     # b: cpu (8000 − 2000) × 100 / 8000 = 75, memory (8Gi − 1Gi) × 100 / 8Gi = 87 → 81; a: 50 and 87 → 68.
     # TaintToleration gives every feasible node 100 (×3); LoadAware 0 (no NodeMetric); NodeAffinity

@@ -10,6 +10,7 @@ from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.framework.status import Code
@@ -52,7 +53,7 @@ def held_per_gang(snap: Snapshot) -> dict[str, int]:
 
 
 def cycle(fw: Framework, snap: Snapshot, name: str) -> Any:
-    return fw.run_scheduling_cycle(snap.pods[f"default/{name}"])
+    return scheduling_cycle(fw, snap.pods[f"default/{name}"])
 
 
 # --------------------------------------------------------------------------- QueueSort

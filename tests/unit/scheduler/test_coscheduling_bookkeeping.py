@@ -7,6 +7,7 @@ import asyncio
 
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
@@ -126,12 +127,12 @@ def test_a_thousand_short_lived_gangs_leave_no_bookkeeping_behind_and_live_gangs
     snap.upsert_pod(pod("p-0", labels=gang_labels("p", 2), created=T0 + 500))
     snap.upsert_pod(pod("p-1", labels=gang_labels("p", 2), created=T0 + 500, node_selector=UNFIT))
     clock.advance(1000)
-    assert fw.run_scheduling_cycle(snap.pods["default/p-0"]).status.code is Code.WAIT
-    assert "gets rejected" in fw.run_scheduling_cycle(snap.pods["default/p-1"]).status.message
+    assert scheduling_cycle(fw, snap.pods["default/p-0"]).status.code is Code.WAIT
+    assert "gets rejected" in scheduling_cycle(fw, snap.pods["default/p-1"]).status.message
     # Gang q (PodGroup, scheduleTimeoutSeconds 100000) passed its capacity check and waits in Permit.
     for i in range(2):
         snap.upsert_pod(pod(f"q-{i}", labels={CRD_LABEL: "q"}))
-    assert fw.run_scheduling_cycle(snap.pods["default/q-0"]).status.code is Code.WAIT
+    assert scheduling_cycle(fw, snap.pods["default/q-0"]).status.code is Code.WAIT
     p_key, q_key = sort_key(plugin, snap, "default/p-0"), sort_key(plugin, snap, "default/q-1")
     assert p_key[1] == T0 + 1000  # queued by its failure time, not its (first-seen) creation T0 − 1000
     assert plugin.state.first_seen["default/p"] == T0 - 1000  # recomputing it now would give T0 + 500

@@ -21,7 +21,13 @@ from scheduler_plugin.framework.interfaces import (
     default_normalize_score,
 )
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework, num_feasible_nodes_to_find
+from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import (
+    binding_cycle,
+    num_feasible_nodes_to_find,
+    rollback,
+    scheduling_cycle,
+)
 from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from tests.unit.scheduler.builders import node, pod
@@ -95,14 +101,14 @@ def make(plugins: list[Recorder], nodes: int = 3, weights: dict[str, int] | None
 def test_extension_points_run_in_order_and_binding_follows() -> None:
     log: list[str] = []
     fw, snap, _ = make([Recorder("A", log), Recorder("B", log)])
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.is_success()
     assert log == [
         "A.PreFilter", "B.PreFilter", "A.Filter", "B.Filter", "A.PreScore", "B.PreScore",
         "A.Score", "B.Score", "A.Reserve", "B.Reserve", "A.Permit", "B.Permit",
     ]
     log.clear()
-    assert asyncio.run(fw.run_binding_cycle(result)).is_success()
+    assert asyncio.run(binding_cycle(fw, result)).is_success()
     # Bind stops at the first non-Skip binder.
     assert log == ["A.PreBind", "B.PreBind", "A.Bind", "A.PostBind", "B.PostBind"]
     assert snap.node_of("default/p") == result.node_name
@@ -113,7 +119,7 @@ def test_reserve_failure_unreserves_all_in_reverse_order_and_forgets_pod() -> No
     log: list[str] = []
     fw, snap, _ = make([Recorder("A", log), Recorder("B", log, reserve=Status.unschedulable("no room in B")),
                         Recorder("C", log)], points=("reserve",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert log == ["A.Reserve", "B.Reserve", "C.Unreserve", "B.Unreserve", "A.Unreserve"]
     assert result.status.code is Code.UNSCHEDULABLE
     assert result.status.message == "0/1 nodes are available: 1 no room in B."
@@ -124,7 +130,7 @@ def test_reserve_failure_unreserves_all_in_reverse_order_and_forgets_pod() -> No
 def test_permit_rejection_unreserves_and_releases() -> None:
     log: list[str] = []
     fw, snap, _ = make([Recorder("A", log, permit=(Status.unschedulable("denied"), 0.0))], points=("reserve", "permit"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert log == ["A.Reserve", "A.Permit", "A.Unreserve"]
     assert result.status.is_rejected() and result.node_name is None
     assert snap.records == {}
@@ -133,9 +139,9 @@ def test_permit_rejection_unreserves_and_releases() -> None:
 def test_bind_failure_unreserves_and_forgets() -> None:
     log: list[str] = []
     fw, snap, _ = make([Recorder("A", log, bind=Status.error("apiserver said no"))], points=("reserve", "bind"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert snap.node_of("default/p") is not None
-    status = asyncio.run(fw.run_binding_cycle(result))
+    status = asyncio.run(binding_cycle(fw, result))
     assert status.code is Code.ERROR and "apiserver said no" in status.message
     assert log[-1] == "A.Unreserve"
     assert snap.records == {}
@@ -144,22 +150,22 @@ def test_bind_failure_unreserves_and_forgets() -> None:
 def test_bind_skip_falls_through_to_next_binder() -> None:
     log: list[str] = []
     fw, _, _ = make([Recorder("A", log, bind=Status.skip()), Recorder("B", log)], points=("bind",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
-    assert asyncio.run(fw.run_binding_cycle(result)).is_success()
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert asyncio.run(binding_cycle(fw, result)).is_success()
     assert log == ["A.Bind", "B.Bind"]
 
 
 def test_prefilter_skip_skips_that_plugins_filter_only() -> None:
     log: list[str] = []
     fw, _, _ = make([Recorder("A", log, pre_filter=Status.skip()), Recorder("B", log)], points=("preFilter", "filter"))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert log == ["A.PreFilter", "B.PreFilter", "B.Filter"]
 
 
 def test_prescore_skip_skips_score() -> None:
     log: list[str] = []
     fw, _, _ = make([Recorder("A", log, pre_score=Status.skip()), Recorder("B", log)], points=("preScore", "score"))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert log == ["A.PreScore", "B.PreScore", "B.Score"]
 
 
@@ -181,7 +187,7 @@ def test_filter_sees_only_survivors_and_fit_error_counts_first_rejecting_plugin(
 
     fw, _, _ = make([Recorder("A", log, filter=reject_n0_n1), Recorder("B", log, filter=reject_rest)],
                     nodes=4, points=("filter", "postFilter"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert seen == [[0, 1, 2, 3], [2, 3]]
     assert result.status.code is Code.UNSCHEDULABLE
     # kube-scheduler: "count reason" sorted as strings, joined by ", ", each block ends with "."
@@ -200,7 +206,7 @@ def test_prefilter_rejection_message_and_postfilter_message() -> None:
         Recorder("A", log, pre_filter=Status.unresolvable("pre-filter says no")),
         Recorder("B", log, post_filter=Status.unschedulable("preemption: not helpful")),
     ], nodes=5, points=("preFilter", "filter", "postFilter"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.message == "0/5 nodes are available: pre-filter says no. preemption: not helpful."
     assert "A.Filter" not in log and "B.PreFilter" not in log  # PreFilter stops at the first rejection
     assert snap.records == {}
@@ -216,7 +222,7 @@ def test_prefilter_result_narrows_candidates_and_counts_absent_nodes() -> None:
 
     fw, _, _ = make([Recorder("A", log, pre_filter_result=PreFilterResult(frozenset({"n1", "ghost"})), filter=spy)],
                     nodes=3, points=("preFilter", "filter"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert rows_seen == [[1]]
     assert result.status.message == "0/3 nodes are available: 1 nope, 2 node(s) didn't satisfy plugin(s) [A]."
 
@@ -226,7 +232,7 @@ def test_prefilter_results_that_do_not_intersect_reject_the_pod() -> None:
         Recorder("A", [], pre_filter_result=PreFilterResult(frozenset({"n0"}))),
         Recorder("B", [], pre_filter_result=PreFilterResult(frozenset({"n1"}))),
     ], points=("preFilter",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.message == "0/3 nodes are available: node(s) didn't satisfy plugin(s) [A B] simultaneously."
 
 
@@ -240,7 +246,7 @@ def test_scores_are_normalised_weighted_and_summed() -> None:
     a = Normalizing("A", [], score=lambda s, rows: np.array([raw_a[int(r)] for r in rows], np.int64))
     b = Recorder("B", [], score=lambda s, rows: np.array([raw_b[int(r)] for r in rows], np.int64))
     fw, _, _ = make([a, b], weights={"A": 2, "B": 1}, points=("score",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")), record=True)
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")), record=True)
     # totals: n0 = 2*25 + 90 = 140, n1 = 2*100 + 10 = 210, n2 = 2*50 + 60 = 160
     assert result.scores is not None and result.scores.totals is not None
     assert result.scores.totals.tolist() == [140, 210, 160]
@@ -252,12 +258,12 @@ def test_ties_go_to_the_smallest_node_name_regardless_of_row_order() -> None:
     snap = Snapshot.from_objects(nodes=[node("zeta"), node("alpha"), node("mid")])
     fw = Framework("t", snapshot=snap, clock=FakeClock(), binder=InMemoryBinder())
     fw.set_plugins({"score": [Recorder("A", [], score=lambda s, rows: np.full(rows.size, 7, np.int64))]}, {})
-    assert fw.run_scheduling_cycle(PodInfo.from_dict(pod("p"))).node_name == "alpha"
+    assert scheduling_cycle(fw, PodInfo.from_dict(pod("p"))).node_name == "alpha"
 
 
 def test_out_of_range_score_is_an_error_and_nothing_is_assumed() -> None:
     fw, snap, _ = make([Recorder("A", [], score=lambda s, rows: np.full(rows.size, 101, np.int64))], points=("score",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.code is Code.ERROR
     assert "returns an invalid score 101, it should in the range of [0, 100]" in result.status.message
     assert snap.records == {}
@@ -268,7 +274,7 @@ def test_plugin_exception_becomes_error_status() -> None:
         raise RuntimeError("kaboom")
 
     fw, _, _ = make([Recorder("A", [], filter=boom)], points=("filter",))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.code is Code.ERROR and "kaboom" in result.status.message
 
 
@@ -276,13 +282,13 @@ def test_single_feasible_node_is_taken_without_scoring() -> None:
     log: list[str] = []
     only_n2 = Recorder("A", log, filter=lambda s, rows: FilterResult.rejecting("x", rows != 2))
     fw, _, _ = make([only_n2], points=("filter", "score"))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.node_name == "n2" and "A.Score" not in log
 
 
 def test_no_nodes_is_an_error() -> None:
     fw = Framework("t", snapshot=Snapshot(), clock=FakeClock())
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.code is Code.ERROR and result.status.message == "no nodes available to schedule pods"
 
 
@@ -304,7 +310,7 @@ def test_sampling_scores_only_the_wanted_number_of_nodes() -> None:
     snap = Snapshot.from_objects(nodes=[node(f"n{i:04d}") for i in range(1000)])
     fw = Framework("t", snapshot=snap, clock=FakeClock(), percentage_of_nodes_to_score=0)
     fw.set_plugins({"score": [Recorder("A", [], score=count)]}, {})
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert seen == [420]
 
 
@@ -325,14 +331,121 @@ def test_search_stops_at_enough_feasible_nodes_and_rotates() -> None:
     snap = Snapshot.from_objects(nodes=[node(f"n{i:04d}") for i in range(1000)])
     fw = Framework("t", snapshot=snap, clock=FakeClock())
     fw.set_plugins({"filter": [Recorder("F", [], filter=odd_rows_fail)], "score": [Recorder("S", [], score=capture)]}, {})
-    first = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p0")))
+    first = scheduling_cycle(fw, PodInfo.from_dict(pod("p0")))
     assert first.feasible_nodes == 420 and scored[-1].size == 420
     assert first.evaluated_nodes == 839  # 420 even rows found by row 838
     assert (scored[-1] % 2 == 0).all()
     examined.clear()
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p1")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p1")))
     assert examined[0] == 839  # the next search starts where the last one stopped
     fw.set_plugins({"filter": [Recorder("F", [], filter=lambda s, rows: FilterResult.reject_all(rows.size, "no"))]}, {})
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p2")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p2")))
     assert result.status.message == "0/1000 nodes are available: 1000 no."
     assert result.evaluated_nodes == 1000
+
+
+class Observed:
+    """A FrameworkObserver that keeps every report."""
+
+    def __init__(self) -> None:
+        self.plugins: list[tuple[str, str, Code]] = []
+        self.points: list[tuple[str, Code]] = []
+
+    def plugin_done(self, point: str, plugin: str, code: Code, seconds: float) -> None:
+        assert seconds >= 0
+        self.plugins.append((point, plugin, code))
+
+    def point_done(self, point: str, code: Code, seconds: float) -> None:
+        self.points.append((point, code))
+
+
+def test_every_plugin_call_goes_through_the_one_instrumented_invocation() -> None:
+    fw, _, _ = make([Recorder("A", [])])
+    observed = fw.observer = Observed()
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert asyncio.run(binding_cycle(fw, result)).is_success()
+    assert [(point, code) for point, _, code in observed.plugins] == [
+        ("PreFilter", Code.SUCCESS), ("Filter", Code.SUCCESS), ("PreScore", Code.SUCCESS), ("Score", Code.SUCCESS),
+        ("Reserve", Code.SUCCESS), ("Permit", Code.SUCCESS), ("PreBind", Code.SUCCESS), ("Bind", Code.SUCCESS),
+        ("PostBind", Code.SUCCESS),
+    ]
+    assert {plugin for _, plugin, _ in observed.plugins} == {"A"}
+    assert [point for point, _ in observed.points] == [
+        "PreFilter", "Filter", "PreScore", "Score", "Reserve", "Permit", "PreBind", "Bind", "PostBind",
+    ]
+
+
+@pytest.mark.parametrize("point", ["pre_filter", "filter", "pre_score", "score", "reserve", "permit"])
+def test_an_exception_at_any_scheduling_point_is_an_error_naming_plugin_and_point(point: str) -> None:
+    def boom(*_args: Any) -> Any:
+        raise RuntimeError("kaboom")
+
+    log: list[str] = []
+    plugin = Recorder("A", log)
+    setattr(plugin, point, boom)
+    fw, snap, _ = make([plugin])
+    observed = fw.observer = Observed()
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    wire_name = {"pre_filter": "PreFilter", "pre_score": "PreScore"}.get(point, point.capitalize())
+    assert result.status.code is Code.ERROR and result.status.plugin == "A"
+    assert result.status.message == f"running {wire_name} plugin A: kaboom"
+    assert (wire_name, "A", Code.ERROR) in observed.plugins
+    assert snap.records == {}  # nothing stays assumed
+    if point in ("reserve", "permit"):
+        assert log[-1] == "A.Unreserve"
+
+
+def test_an_error_status_answered_by_a_plugin_names_it() -> None:
+    fw, _, _ = make([Recorder("A", [], pre_score=Status.error("metrics backend down"))], points=("preScore",))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert result.status.message == "running PreScore plugin A: metrics backend down"
+    assert result.status.plugin == "A"
+
+
+def test_failing_post_bind_and_unreserve_are_logged_and_the_others_still_run(caplog: pytest.LogCaptureFixture) -> None:
+    def boom(*_args: Any) -> None:
+        raise RuntimeError("kaboom")
+
+    log: list[str] = []
+    a, b = Recorder("A", log), Recorder("B", log)
+    a.post_bind = boom  # type: ignore[method-assign]
+    fw, snap, _ = make([a, b], points=("reserve", "bind", "postBind"))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert asyncio.run(binding_cycle(fw, result)).is_success()
+    assert log[-1] == "B.PostBind" and not snap.records["default/p"].assumed
+    assert "PostBind plugin A failed" in caplog.text
+    b.unreserve = boom  # type: ignore[method-assign]
+    assumed = scheduling_cycle(fw, PodInfo.from_dict(pod("q")))
+    assert assumed.node_name is not None and snap.records["default/q"].assumed
+    log.clear()
+    rollback(fw, CycleState(), assumed.pod, assumed.node_name)
+    assert log == ["A.Unreserve"] and "default/q" not in snap.records
+    assert "Unreserve plugin B failed" in caplog.text
+
+
+class WithExtensions(Recorder):
+    """A PreFilter that counts the pods a simulation added to or removed from each node."""
+
+    def add_pod(self, state: CycleState, p: PodInfo, other: PodInfo, node_name: str, snap: Snapshot) -> Status:
+        self.log.append(f"{self.name}.AddPod {other.name}@{node_name}")
+        return self.b.get("add_pod", SUCCESS)
+
+    def remove_pod(self, state: CycleState, p: PodInfo, other: PodInfo, node_name: str, snap: Snapshot) -> Status:
+        self.log.append(f"{self.name}.RemovePod {other.name}@{node_name}")
+        return SUCCESS
+
+
+def test_pre_filter_extensions_run_on_the_plugins_that_have_them_and_did_not_skip() -> None:
+    log: list[str] = []
+    fw, snap, _ = make([WithExtensions("A", log), Recorder("B", log), WithExtensions("C", log, pre_filter=Status.skip())],
+                       points=("preFilter",))
+    state, me, victim = CycleState(), PodInfo.from_dict(pod("me")), PodInfo.from_dict(pod("victim"))
+    _, status, _ = fw.run_pre_filter(state, me, snap)
+    assert status.is_success() and state.skip_filter_plugins == {"C"}
+    log.clear()
+    assert fw.run_pre_filter_extension_remove_pod(state, me, victim, "n1", snap).is_success()
+    assert fw.run_pre_filter_extension_add_pod(state, me, victim, "n2", snap).is_success()
+    assert log == ["A.RemovePod victim@n1", "A.AddPod victim@n2"]
+    fw, snap, _ = make([WithExtensions("A", log, add_pod=Status.error("no room"))], points=("preFilter",))
+    status = fw.run_pre_filter_extension_add_pod(CycleState(), me, victim, "n0", snap)
+    assert status.code is Code.ERROR and status.message == "running AddPod plugin A: no room"

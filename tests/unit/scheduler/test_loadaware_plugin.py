@@ -16,6 +16,7 @@ from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
@@ -210,9 +211,9 @@ def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
         "profiles": [{"plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "LoadAwareScheduling"}]}}}],
     }
     fw, _, _ = default_framework(snap, only_loadaware_scores, clock=FakeClock(NOW))
-    placed = [fw.run_scheduling_cycle(PodInfo.from_dict(pod(f"p{i}"))).node_name for i in range(8)]
+    placed = [scheduling_cycle(fw, PodInfo.from_dict(pod(f"p{i}"))).node_name for i in range(8)]
     # The cold node scores best first, then the estimates of the pods just placed bring it level with the others.
     assert placed == ["n0", "n1", "n2", "n3", "n0", "n1", "n2", "n3"]
-    last = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p8")))
+    last = scheduling_cycle(fw, PodInfo.from_dict(pod("p8")))
     assert last.status.message == "0/4 nodes are available: 4 node(s) cpu usage exceed threshold."
     assert np.all(snap.requested[CPU] == 2000)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.networktopology import NetworkTopology
@@ -129,7 +130,7 @@ def test_plan_is_released_when_the_gang_is_rolled_back() -> None:
     assert isinstance(plugin, NetworkTopology)
     for i in range(3):
         snap.upsert_pod(pod(f"job-{i}", cpu="8", memory="1Gi", labels=gang_labels("job", 3)))
-    fw.run_scheduling_cycle(snap.pods["default/job-0"])
+    scheduling_cycle(fw, snap.pods["default/job-0"])
     assert plugin.plans["default/job"].quota == {"su6": 2}
     clock.advance(61)  # Permit timeout: the gang lets go of everything
     assert "default/job" not in plugin.plans

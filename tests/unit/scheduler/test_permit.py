@@ -8,7 +8,8 @@ from scheduler_plugin.framework.binder import InMemoryBinder
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework, PermitOutcome, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework, PermitOutcome
+from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycle, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.plugins.defaultbinder import DefaultBinder
@@ -34,7 +35,7 @@ class Waiter:
 
 
 async def _bind(fw: Framework, result: ScheduleResult) -> Status:
-    return await fw.run_binding_cycle(result)
+    return await binding_cycle(fw, result)
 
 
 def setup(*waiters: Waiter) -> tuple[Framework, Snapshot, FakeClock, list[PermitOutcome]]:
@@ -50,7 +51,7 @@ def setup(*waiters: Waiter) -> tuple[Framework, Snapshot, FakeClock, list[Permit
 def test_wait_then_allow_by_name() -> None:
     log: list[str] = []
     fw, snap, clock, outcomes = setup(Waiter("W", 30, log))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     assert result.status.code is Code.WAIT
     assert result.status.message == 'one or more plugins asked to wait and no plugin rejected pod "p"'
     assert snap.node_of("default/p") == "n0"  # the pod holds its node while waiting
@@ -67,7 +68,7 @@ def test_wait_then_allow_by_name() -> None:
 def test_every_waiting_plugin_must_allow() -> None:
     log: list[str] = []
     fw, _, _, outcomes = setup(Waiter("W1", 30, log), Waiter("W2", 30, log))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     waiting = fw.waiting_pods.get("default/p")
     assert waiting is not None and waiting.pending_plugins == ["W1", "W2"]
     waiting.allow("W1")
@@ -79,7 +80,7 @@ def test_every_waiting_plugin_must_allow() -> None:
 def test_reject_by_another_plugin_rolls_back() -> None:
     log: list[str] = []
     fw, snap, _, outcomes = setup(Waiter("W", 30, log))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     waiting = fw.waiting_pods.get("default/p")
     assert waiting is not None
     waiting.reject("Other", "not today")
@@ -92,7 +93,7 @@ def test_reject_by_another_plugin_rolls_back() -> None:
 def test_timeout_rejects_with_kube_scheduler_message_and_rolls_back() -> None:
     log: list[str] = []
     fw, snap, clock, outcomes = setup(Waiter("W", 60, log))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     clock.advance(59.9)
     assert outcomes == [] and snap.node_of("default/p") == "n0"
     clock.advance(0.2)
@@ -106,17 +107,17 @@ def test_timeout_rejects_with_kube_scheduler_message_and_rolls_back() -> None:
 
 def test_timeout_is_capped_at_fifteen_minutes() -> None:
     fw, _, clock, outcomes = setup(Waiter("W", 10_000, []))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     clock.advance(15 * 60 + 0.001)
     assert outcomes and "after waiting 15m0s" in outcomes[-1].status.message
 
 
 def test_binding_cycle_blocks_until_allowed() -> None:
     fw, snap, _, _ = setup(Waiter("W", 30, []))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
 
     async def scenario() -> Status:
-        task = asyncio.create_task(fw.run_binding_cycle(result))
+        task = asyncio.create_task(binding_cycle(fw, result))
         await asyncio.sleep(0)
         assert not task.done()
         waiting = fw.waiting_pods.get("default/p")
@@ -130,10 +131,10 @@ def test_binding_cycle_blocks_until_allowed() -> None:
 
 def test_binding_cycle_returns_the_rejection() -> None:
     fw, snap, _, _ = setup(Waiter("W", 30, []))
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
 
     async def scenario() -> Status:
-        task = asyncio.create_task(fw.run_binding_cycle(result))
+        task = asyncio.create_task(binding_cycle(fw, result))
         await asyncio.sleep(0)
         waiting = fw.waiting_pods.get("default/p")
         assert waiting is not None
@@ -151,7 +152,7 @@ def test_waiting_needs_timers_and_leaves_nothing_assumed_without_them() -> None:
     waiter = Waiter("W", 30, [])
     fw = Framework("t", snapshot=snap, clock=RealClock())
     fw.set_plugins({"reserve": [waiter], "permit": [waiter]}, {})
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(pod("p")))  # no event loop running
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))  # no event loop running
     assert result.status.code is Code.ERROR and "Permit timers" in result.status.message
     assert snap.records == {} and len(fw.waiting_pods) == 0
 
@@ -159,15 +160,15 @@ def test_waiting_needs_timers_and_leaves_nothing_assumed_without_them() -> None:
 def test_a_pod_already_placed_is_not_scheduled_twice() -> None:
     fw, _, _, _ = setup()
     info = PodInfo.from_dict(pod("p"))
-    assert fw.run_scheduling_cycle(info).status.is_success()
-    again = fw.run_scheduling_cycle(info)
+    assert scheduling_cycle(fw, info).status.is_success()
+    again = scheduling_cycle(fw, info)
     assert again.status.code is Code.ERROR and "already assumed or bound to n0" in again.status.message
 
 
 def test_waiting_pods_are_reached_by_name() -> None:
     fw, snap, _, outcomes = setup(Waiter("W", 30, []))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("a")))
-    fw.run_scheduling_cycle(PodInfo.from_dict(pod("b")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("a")))
+    scheduling_cycle(fw, PodInfo.from_dict(pod("b")))
     assert sorted(w.key for w in fw.waiting_pods) == ["default/a", "default/b"]
     assert fw.waiting_pods.allow("default/a", "W")
     assert fw.waiting_pods.reject("default/b", "Other", "no")

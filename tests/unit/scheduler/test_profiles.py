@@ -9,9 +9,10 @@ import pytest
 from common.config import ConfigError
 from scheduler_plugin.framework.config import PluginRef, Plugins, PluginSet
 from scheduler_plugin.framework.profiles import load_scheduler_config, merge_plugin_set
+from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware import LoadAwareScheduling
-from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.plugins.registry import IN_TREE_REGISTRY, frameworks_from_config
 
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 
@@ -169,3 +170,14 @@ def test_loadaware_weight_without_scaling_factor_is_rejected() -> None:
 
 def test_plugins_model_defaults_are_empty() -> None:
     assert Plugins().filter.enabled == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n, spec in IN_TREE_REGISTRY.items() if spec.args_model is not None))
+def test_a_factory_given_args_of_another_type_names_the_plugin(name: str) -> None:
+    spec = IN_TREE_REGISTRY[name]
+    assert spec.args_model is not None
+    other = next(s.args_model for s in IN_TREE_REGISTRY.values() if s.args_model not in (None, spec.args_model))
+    assert other is not None
+    with pytest.raises(TypeError, match=f"plugin {name} takes {spec.args_model.__name__} args, got {other.__name__}"):
+        spec.factory(other(), Framework("t", snapshot=Snapshot()))
+    assert spec.factory(None, Framework("t", snapshot=Snapshot())).name == name  # no args: the defaults

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 
 from common.kube.http import KubeError
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.server import scheduler as scheduler_module
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed
 from scheduler_plugin.server.queueing import NODE_ADD, NODE_METRIC, helps
@@ -258,21 +260,20 @@ def test_heartbeats_and_status_writes_are_not_scheduling_changes() -> None:
     assert pod_spec_changed(p, {**p, "spec": {**p["spec"], "schedulingGates": []}})
 
 
-def test_a_crash_in_one_cycle_costs_one_attempt_not_the_loop() -> None:
+def test_a_crash_in_one_cycle_costs_one_attempt_not_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    crashes = []
+
+    def crash_once(framework: Any, pod: Any, snapshot: Any = None, *, record: bool = False) -> Any:
+        if not crashes:
+            crashes.append(pod.key)
+            raise RuntimeError("boom")
+        return scheduling_cycle(framework, pod, snapshot, record=record)
+
+    monkeypatch.setattr(scheduler_module, "scheduling_cycle", crash_once)
+
     async def run() -> None:
         snap = Snapshot.from_objects(nodes=[node("n1")])
         scheduler, http = make(snap)
-        framework = scheduler.frameworks["loadline-scheduler"]
-        original = framework.run_scheduling_cycle
-        crashes = []
-
-        def crash_once(pod: Any, snapshot: Any = None, *, record: bool = False) -> Any:
-            if not crashes:
-                crashes.append(pod.key)
-                raise RuntimeError("boom")
-            return original(pod, snapshot, record=record)
-
-        framework.run_scheduling_cycle = crash_once  # type: ignore[method-assign]
         async with leading(scheduler) as task:
             add(scheduler, pod("p", cpu="1"))
             await until(lambda: http.bindings.get("default/p") == "n1")
