@@ -174,7 +174,8 @@ def netlink_links(sysfs_root: str = "/sys") -> list[LinkInfo]:
 def sysfs_links(sysfs_root: str = "/sys") -> list[LinkInfo]:
     """The same inventory from /sys/class/net, without pyroute2 (for agents that cannot spare its RSS).
     Differences: no link kind (only name patterns exclude pod interfaces), `flags` without the operational
-    bits netlink adds (RUNNING, LOWER_UP), no carrier while a link is down; ~7 small reads per link."""
+    bits netlink adds (RUNNING, LOWER_UP) but with the kernel's PROMISC/ALLMULTI (a bridge sets both on its
+    ports; netlink reports only those a user set), no carrier while a link is down; ~7 small reads per link."""
     base = f"{sysfs_root.rstrip('/')}/class/net"
     links = []
     for name in sorted(os.listdir(base)):

@@ -304,21 +304,34 @@ def test_real_netlink_inventory_of_this_machine() -> None:
     c.close()
 
 
+# IFF_RUNNING and LOWER_UP/DORMANT/ECHO: netlink adds them, sysfs does not. IFF_PROMISC and IFF_ALLMULTI:
+# sysfs shows the kernel's state (a bridge turns both on for each port it enslaves, e.g. a CNI bridge's veths),
+# netlink only what a user asked for (dev_get_flags).
+_FLAGS_THE_SOURCES_DISAGREE_ON = 0x40 | 0x100 | 0x200 | ~0xFFFF
+
+
 def test_sysfs_inventory_agrees_with_netlink() -> None:
-    """The pyroute2-free inventory (netlink=False) describes the same links."""
-    over_netlink = {link.name: link for link in netlink_links()}
+    """The pyroute2-free inventory (netlink=False) describes the same links.
+
+    Links come and go while it runs (a real node's CNI bridge adds and removes pod veths), so only links that
+    netlink sees both before and after the sysfs read must be in it, and sysfs may only list links netlink saw.
+    """
+    before = {link.name: link for link in netlink_links()}
     over_sysfs = {link.name: link for link in sysfs_links()}
-    assert set(over_sysfs) == set(over_netlink)
-    for name, link in over_sysfs.items():
-        other = over_netlink[name]
+    after = {link.name: link for link in netlink_links()}
+    stable = {name for name in before.keys() & after.keys() if before[name] == after[name]}
+    assert "lo" in stable
+    assert stable <= set(over_sysfs), f"netlink links missing from sysfs: {stable - set(over_sysfs)}"
+    assert set(over_sysfs) <= before.keys() | after.keys(), f"sysfs-only links: {set(over_sysfs) - before.keys() - after.keys()}"
+    for name in stable:
+        link, other = over_sysfs[name], before[name]
         assert (link.index, link.operstate, link.mtu, link.address) == (
             other.index,
             other.operstate,
             other.mtu,
             other.address,
-        )
-        operational = 0x40 | ~0xFFFF  # IFF_RUNNING and LOWER_UP/DORMANT/ECHO: netlink adds them, sysfs does not
-        assert link.flags & ~operational == other.flags & ~operational
+        ), name
+        assert link.flags & ~_FLAGS_THE_SOURCES_DISAGREE_ON == other.flags & ~_FLAGS_THE_SOURCES_DISAGREE_ON, name
     c = NetdevCollector(netlink=False)
     c.collect(time.monotonic())
     settle(c)
