@@ -297,6 +297,14 @@ class PostBindPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> frozenset[str]:
+        """The cluster events (`framework.events`) that can make a pod this plugin rejected schedulable
+        (kube-scheduler's EventsToRegister). A plugin without it is woken by every event."""
+        ...
+
+
+@runtime_checkable
 class SnapshotSyncPlugin(Plugin, Protocol):
     def sync_snapshot(self, snapshot: Snapshot) -> None:
         """Bring the plugin's caches up to date with the snapshot (called by `Framework.warm_up`)."""

@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import NODE_CHANGES
 from scheduler_plugin.framework.interfaces import (
     ALL_PASS,
     FilterResult,
@@ -82,6 +83,9 @@ class NodeAffinity:
     @classmethod
     def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> NodeAffinity:
         return cls()
+
+    def events_to_register(self) -> frozenset[str]:
+        return NODE_CHANGES  # a node's labels changed, or a node was added
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         if not pod.node_selector and pod.required_affinity is None:

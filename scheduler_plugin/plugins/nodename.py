@@ -6,6 +6,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import NODE_ADD
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
@@ -21,6 +22,9 @@ class NodeName:
     @classmethod
     def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> NodeName:
         return cls()
+
+    def events_to_register(self) -> frozenset[str]:
+        return frozenset({NODE_ADD})  # only the named node appearing helps
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
         if not pod.node_name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import NODE_CHANGES
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle
 from scheduler_plugin.framework.k8s_types import Taint, tolerated
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -22,6 +23,9 @@ class NodeUnschedulable:
     @classmethod
     def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> NodeUnschedulable:
         return cls()
+
+    def events_to_register(self) -> frozenset[str]:
+        return NODE_CHANGES  # a node was added or its spec.unschedulable cleared
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
         blocked = snapshot.unschedulable[candidates]

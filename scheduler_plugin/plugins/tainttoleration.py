@@ -12,6 +12,7 @@ from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import NODE_CHANGES
 from scheduler_plugin.framework.interfaces import (
     ALL_PASS,
     FilterResult,
@@ -54,6 +55,9 @@ class TaintToleration:
     @classmethod
     def new(cls, _args: BaseModel | None, _handle: FrameworkHandle) -> TaintToleration:
         return cls()
+
+    def events_to_register(self) -> frozenset[str]:
+        return NODE_CHANGES  # a node's taints changed, or a node was added
 
     def _verdicts_for(self, snapshot: Snapshot, pod: PodInfo) -> Verdicts:
         key = (snapshot.uid, len(snapshot.taint_sets), pod.tolerations)

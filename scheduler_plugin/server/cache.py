@@ -29,11 +29,11 @@ from typing import Any, Protocol
 from common.api import constants as c
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector, object_key
+from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
 from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.server.malformed import MalformedObjects
-from scheduler_plugin.server.queueing import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
 
 log = logging.getLogger("loadline.scheduler.cache")
 
@@ -48,7 +48,7 @@ class ClusterListener(Protocol):
         """A pod is gone, or its latest version cannot be read."""
 
     def cluster_event(self, event: str) -> None:
-        """Something that may let unschedulable pods fit (see `queueing`)."""
+        """Something that may let unschedulable pods fit (see `framework.events`)."""
 
     def gang_changed(self, gang_key: str) -> None:
         """A PodGroup was created, changed or deleted."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from common.logging import ctx
 from scheduler_plugin.framework.clock import Clock, RealClock
+from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, POD_GROUP
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.queue import SchedulingQueue
@@ -37,7 +38,7 @@ from scheduler_plugin.plugins.coscheduling.gangs import member_keys
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.attempts import AttemptLog
 from scheduler_plugin.server.binder import APIBinder
-from scheduler_plugin.server.queueing import ASSIGNED_POD_DELETE, FLUSH, POD_GROUP, helps
+from scheduler_plugin.server.queueing import FLUSH, EventInterests
 from scheduler_plugin.server.reporter import Reporter
 
 log = logging.getLogger("loadline.scheduler")
@@ -87,6 +88,7 @@ class Scheduler:
             pre_enqueue=self._pre_enqueue,
             sort_key=first.queue_sort_key(),
         )
+        self.interests = EventInterests(p for f in frameworks.values() for p in f.plugins.values())
         self.in_flight: dict[str, InFlight] = {}
         self.enqueued_at: dict[str, float] = {}  # first time a pod entered the queue (end-to-end latency)
         self.attempts = AttemptLog(explain_capacity)
@@ -170,7 +172,7 @@ class Scheduler:
         self._move(POD_GROUP, lambda info: info.pod.gang is not None and info.pod.gang.key == gang_key)
 
     def _move(self, event: str, extra: Callable[[QueuedPodInfo], bool] | None = None) -> None:
-        helped = helps(event)
+        helped = self.interests.helps(event)
         predicate = helped if extra is None else (lambda info: extra(info) and helped(info))
         moved = self.queue.move_all_to_active_or_backoff(predicate)
         if moved:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.events import POD_GROUP, RESOURCE_CHANGES
 from scheduler_plugin.framework.interfaces import FrameworkHandle, PostFilterResult, PreFilterResult, QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
@@ -55,6 +56,9 @@ class Coscheduling:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> Coscheduling:
         return cls(plugin_args(NAME, args, CoschedulingArgs), handle)
+
+    def events_to_register(self) -> frozenset[str]:
+        return RESOURCE_CHANGES | {POD_GROUP}  # the PodGroup changed, or room appeared for the gang
 
     # ------------------------------------------------------------------ helpers
     def gang_of(self, pod: PodInfo, snapshot: Snapshot | None = None) -> Gang | None:

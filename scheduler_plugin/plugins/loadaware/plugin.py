@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
@@ -48,6 +49,9 @@ class LoadAwareScheduling:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> LoadAwareScheduling:
         return cls(plugin_args(NAME, args, LoadAwareSchedulingArgs), handle)
+
+    def events_to_register(self) -> frozenset[str]:
+        return RESOURCE_CHANGES | {NODE_METRIC}  # a NodeMetric report (load went down), or room appeared
 
     def _expired(self, rows: IndexArray) -> BoolArray:
         """No updateTime, or now − updateTime ≥ nodeMetricExpirationSeconds."""

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import RESOURCE_CHANGES
 from scheduler_plugin.framework.interfaces import FilterResult, FrameworkHandle, PreFilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
@@ -55,6 +56,9 @@ class NetworkTopology:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> NetworkTopology:
         return cls(plugin_args(NAME, args, NetworkTopologyArgs), handle)
+
+    def events_to_register(self) -> frozenset[str]:
+        return RESOURCE_CHANGES  # room appeared in a leaf group
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         if pod.gang is None or not snapshot.label_column(self.args.leaf_group_label_key).vocab:

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from common.api import constants as c
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.events import RESOURCE_CHANGES
 from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
@@ -61,6 +62,9 @@ class NodeResourcesFit:
     @classmethod
     def new(cls, args: BaseModel | None, _handle: FrameworkHandle) -> NodeResourcesFit:
         return cls(plugin_args(NAME, args, NodeResourcesFitArgs))
+
+    def events_to_register(self) -> frozenset[str]:
+        return RESOURCE_CHANGES  # room appeared: a node added or resized, a pod left
 
     def _is_ignored(self, resource: str) -> bool:
         return resource in self._ignored or ("/" in resource and resource.split("/", 1)[0] in self._ignored_groups)

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from common.kube.http import KubeError
+from scheduler_plugin.framework.events import NODE_ADD, NODE_METRIC
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import scheduler as scheduler_module
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed
-from scheduler_plugin.server.queueing import NODE_ADD, NODE_METRIC, helps
+from scheduler_plugin.server.queueing import EventInterests
 from scheduler_plugin.server.reporter import Reporter, condition_patch
 from scheduler_plugin.server.scheduler import Scheduler
 from tests.unit.scheduler.builders import gang_labels, node, pod
@@ -246,7 +247,24 @@ def test_events_move_only_the_pods_they_can_help(plugins: set[str], event: str, 
     from scheduler_plugin.framework.podinfo import PodInfo
 
     info = QueuedPodInfo(PodInfo.from_dict(pod("p")), 0.0, unschedulable_plugins=plugins)
-    assert helps(event)(info) is moves
+    framework = frameworks_from_config(None, snapshot=Snapshot())["loadline-scheduler"]
+    assert EventInterests(framework.plugins.values()).helps(event)(info) is moves
+
+
+def test_an_out_of_tree_plugin_declares_its_own_events() -> None:
+    from scheduler_plugin.framework.interfaces import QueuedPodInfo
+    from scheduler_plugin.framework.podinfo import PodInfo
+
+    class OutOfTree:
+        name = "OutOfTree"
+
+        def events_to_register(self) -> frozenset[str]:
+            return frozenset({"GPUDriverReady"})
+
+    interests = EventInterests([OutOfTree()])
+    info = QueuedPodInfo(PodInfo.from_dict(pod("p")), 0.0, unschedulable_plugins={"OutOfTree"})
+    assert interests.helps("GPUDriverReady")(info)
+    assert not interests.helps(NODE_METRIC)(info)
 
 
 def test_heartbeats_and_status_writes_are_not_scheduling_changes() -> None:
