@@ -13,7 +13,7 @@ from typing import Any
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.pod import pod_requests, priority_class_of, qos_class_of
-from common.api.quantity import Quantity, QuantityError
+from common.api.quantity import Quantity, QuantityError, consumer_units
 from manager.noderesource.model import (
     ZERO,
     HostAppUsage,
@@ -41,8 +41,12 @@ def _pair(resources: Mapping[str, Any] | None, where: str) -> ResourcePair:
     if not resources:
         return ZERO
     try:
-        cpu = Quantity.parse(resources[RESOURCE_CPU]).milli_value() if RESOURCE_CPU in resources else 0
-        memory = Quantity.parse(resources[RESOURCE_MEMORY]).value() if RESOURCE_MEMORY in resources else 0
+        cpu = consumer_units(RESOURCE_CPU, Quantity.parse(resources[RESOURCE_CPU])) if RESOURCE_CPU in resources else 0
+        memory = (
+            consumer_units(RESOURCE_MEMORY, Quantity.parse(resources[RESOURCE_MEMORY]))
+            if RESOURCE_MEMORY in resources
+            else 0
+        )
     except (QuantityError, TypeError) as exc:
         raise InputError(f"{where}: {exc}") from None
     return ResourcePair(cpu, memory)
@@ -103,7 +107,9 @@ def _pod_request(pod: Mapping[str, Any]) -> ResourcePair:
         requests = pod_requests(pod)
         cpu = requests.get(RESOURCE_CPU)
         memory = requests.get(RESOURCE_MEMORY)
-        cached = ResourcePair(cpu.milli_value() if cpu else 0, memory.value() if memory else 0)
+        cached = ResourcePair(
+            consumer_units(RESOURCE_CPU, cpu) if cpu else 0, consumer_units(RESOURCE_MEMORY, memory) if memory else 0
+        )
         if len(_REQUESTS_MEMO) >= _MEMO_LIMIT:
             _REQUESTS_MEMO.clear()
         _REQUESTS_MEMO[key] = cached
@@ -148,7 +154,10 @@ def _usage(raw: Any, resource: str, where: str) -> int:
         raise InputError(str(exc)) from None
     if q.sign() < 0:
         raise InputError(f"{where}.{resource}: usage must not be negative, got {raw!r}")
-    value = q.milli_value() if resource == RESOURCE_CPU else q.value()
+    try:
+        value = consumer_units(resource, q, f"{where}.{resource}")
+    except QuantityError as exc:
+        raise InputError(str(exc)) from None
     if len(_USAGE_MEMO) >= _MEMO_LIMIT * 8:
         _USAGE_MEMO.clear()
     _USAGE_MEMO[key] = value

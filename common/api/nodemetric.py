@@ -14,11 +14,17 @@ from typing import Any, ClassVar, Final, Literal
 from pydantic import Field
 
 from common.api.constants import SLO_API_VERSION
-from common.api.quantity import NonNegativeQuantity
+from common.api.quantity import ResourceList
 from common.api.wire import GoDuration, KubeModel, ObjectMeta, Time
 
 AGGREGATION_TYPES: Final = ("avg", "p50", "p90", "p95", "p99")
 AggregationType = Literal["avg", "p50", "p90", "p95", "p99"]
+
+# An updateTime further ahead of the reader's clock than this is not fresh: clocks of nodes
+# and control plane agree within it (NTP keeps them within milliseconds), and a report
+# from the future would otherwise count as fresh until that time, however long its agent
+# has been dead. Koordinator has no such bound; consumers treat it as an expired report.
+MAX_CLOCK_SKEW_SECONDS: Final = 60.0
 
 DEFAULT_AGGREGATE_DURATION_SECONDS: Final = 300
 DEFAULT_REPORT_INTERVAL_SECONDS: Final = 60
@@ -61,7 +67,7 @@ class DeviceInfo(KubeModel):
     module_id: int | None = Field(default=None, alias="moduleID")
     health: bool = False  # Go writes it even when false
     labels: dict[str, str] | None = None
-    resources: dict[str, NonNegativeQuantity] | None = None
+    resources: ResourceList | None = None
     topology: DeviceTopology | None = None
     vf_groups: list[VirtualFunctionGroup] | None = Field(default=None, alias="vfGroups")
     conditions: list[dict[str, Any]] | None = None
@@ -72,7 +78,7 @@ class DeviceInfo(KubeModel):
 class ResourceMap(KubeModel):
     """Koordinator's ResourceMap: `{resources: ResourceList, devices: [DeviceInfo]}` (usages, never negative)."""
 
-    resources: dict[str, NonNegativeQuantity] | None = None
+    resources: ResourceList | None = None
     devices: list[DeviceInfo] | None = None
 
 
@@ -187,9 +193,10 @@ class NodeMetric(KubeModel):
         return (now - self.status.update_time).total_seconds()
 
     def is_expired(self, expiration_seconds: float, now: datetime | None = None) -> bool:
-        """Koordinator's rule: no updateTime, or now − updateTime ≥ the expiration, means expired."""
+        """Koordinator's rule: no updateTime, or now − updateTime ≥ the expiration, means expired;
+        and ours: an updateTime more than MAX_CLOCK_SKEW_SECONDS in the future too."""
         age = self.update_age_seconds(now)
-        return age is None or age >= expiration_seconds
+        return age is None or age >= expiration_seconds or age < -MAX_CLOCK_SKEW_SECONDS
 
     def aggregated_node_usage(
         self, aggregation: AggregationType, duration: GoDuration | None = None

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from common.api import constants as c
-from common.api.quantity import Quantity
+from common.api.quantity import Quantity, consumer_units
 
 
 class PriorityClass(enum.StrEnum):
@@ -204,8 +204,10 @@ def pod_limits(pod: Mapping[str, Any]) -> ResourceTotals:
 
 
 def scalar(name: str, q: Quantity) -> int:
-    """Koordinator's vector unit: `cpu` in milli-cores, everything else (incl. batch-cpu) by value."""
-    return q.milli_value() if name == c.RESOURCE_CPU else q.value()
+    """Koordinator's vector unit: `cpu` in milli-cores, everything else (incl. batch-cpu) by value.
+
+    Raises QuantityError when the value is beyond what the consumers can hold (see consumer_units)."""
+    return consumer_units(name, q)
 
 
 def scalars(resources: ResourceTotals, names: Iterable[str] | None = None) -> dict[str, int]:

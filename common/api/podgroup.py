@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from common.api import constants as c
-from common.api.quantity import NonNegativeQuantity
+from common.api.quantity import ResourceList
 from common.api.wire import GoDuration, KubeModel, ObjectMeta, Time
 
 API_VERSIONS = (f"{c.PODGROUP_GROUP}/{c.PODGROUP_VERSION}", f"{c.PODGROUP_GROUP_LEGACY}/{c.PODGROUP_VERSION}")
@@ -36,7 +36,7 @@ class PodGroupPhase(enum.StrEnum):
 
 class PodGroupSpec(KubeModel):
     min_member: int | None = Field(default=None, ge=1)
-    min_resources: dict[str, NonNegativeQuantity] | None = None
+    min_resources: ResourceList | None = None
     schedule_timeout_seconds: int | None = Field(default=None, ge=0)
 
 

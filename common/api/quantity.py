@@ -30,12 +30,17 @@ from pydantic import AfterValidator, GetCoreSchemaHandler, GetJsonSchemaHandler,
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
+from common.api.constants import RESOURCE_CPU
+
 __all__ = [
+    "MAX_CONSUMER_UNITS",
     "QUANTITY_PATTERN",
     "Format",
     "NonNegativeQuantity",
     "Quantity",
     "QuantityError",
+    "ResourceList",
+    "consumer_units",
     "format_quantity",
     "parse_quantity",
 ]
@@ -73,6 +78,15 @@ _INT64 = range(-(2**63), 2**63)
 
 class QuantityError(ValueError):
     """A value that is not a valid Kubernetes quantity (the message names it)."""
+
+
+# The one range rule for numbers from the wire. Consumers hold a resource in Koordinator's
+# vector unit (cpu in milli-cores, everything else in whole units: bytes, counts) in int64
+# arrays and divide it as float64. 2^53 is float64's exact-integer range and leaves int64
+# room to add 1024 such values (a node's usage plus its pods' estimates) without wrapping.
+# It is 9e12 cores or 8 PiB: nothing real comes near it, while "1e16" cores, "8Ei" bytes or
+# "9223372036854775807m" would overflow (or silently wrap) the arrays they are written to.
+MAX_CONSUMER_UNITS = 2**53
 
 
 class Format(enum.StrEnum):  # a str subclass, like Go's `type Format string`
@@ -354,6 +368,32 @@ def _require_non_negative(q: Quantity) -> Quantity:
 
 
 NonNegativeQuantity = Annotated[Quantity, AfterValidator(_require_non_negative)]
+
+
+def consumer_units(resource: str, q: Quantity, field: str | None = None) -> int:
+    """The quantity in Koordinator's vector unit (cpu milli-units, others whole units), range-checked.
+
+    Raises QuantityError beyond ±MAX_CONSUMER_UNITS: such a value cannot be held by the
+    consumers' int64/float64 arrays, so the object carrying it is malformed."""
+    units = q.milli_value() if resource == RESOURCE_CPU else q.value()
+    if -MAX_CONSUMER_UNITS <= units <= MAX_CONSUMER_UNITS:
+        return units
+    unit = "milli-units" if resource == RESOURCE_CPU else "units"
+    where = field or resource
+    raise QuantityError(
+        f"quantity {q.to_wire()!r} for {where} is out of range: {units} {unit} is beyond ±2^53, "
+        "more than any node has and more than the scheduler's arrays can hold"
+    )
+
+
+def _check_resource_list(resources: dict[str, Quantity]) -> dict[str, Quantity]:
+    for name, q in resources.items():
+        consumer_units(name, q)
+    return resources
+
+
+# A ResourceList from the wire (usages, minResources): non-negative and within the range rule.
+ResourceList = Annotated[dict[str, NonNegativeQuantity], AfterValidator(_check_resource_list)]
 
 
 def parse_quantity(value: str | int | float | Quantity, field: str | None = None) -> Quantity:

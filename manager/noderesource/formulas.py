@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
 from manager.noderesource.model import (
     ACTIVE_POD_PHASES,
     LOW_PRIORITY_CLASSES,
@@ -208,6 +209,8 @@ def degrade_verdict(metric: NodeMetricSnapshot | None, now: datetime, degrade_ti
         return BatchVerdict.NODE_METRIC_NEVER_UPDATED
     if now > metric.update_time + timedelta(minutes=degrade_time_minutes):
         return BatchVerdict.NODE_METRIC_EXPIRED
+    if metric.update_time > now + timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
+        return BatchVerdict.NODE_METRIC_EXPIRED  # from the future: would otherwise never go stale
     return None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from common.api import constants as c
 from common.api.pod import kube_qos_class, pod_requests
-from common.api.quantity import Quantity, QuantityError
+from common.api.quantity import Quantity, QuantityError, consumer_units
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
     NodeSelectorRequirement,
@@ -71,7 +71,7 @@ def scalar_value(name: str, raw: Any) -> float:
             return found
     try:
         q = Quantity.parse(raw)
-        value = float(q.milli_value() if name == c.RESOURCE_CPU else q.value())
+        value = float(consumer_units(name, q))
     except (QuantityError, TypeError, ValueError):
         value = NAN
     if key is not None:
@@ -193,7 +193,7 @@ def _ready(status: Mapping[str, Any]) -> bool:
 def _requests(obj: JSON) -> ResourceValues:
     try:
         totals = pod_requests(obj)
-        return {name: float(q.milli_value() if name == c.RESOURCE_CPU else q.value()) for name, q in totals.items()}
+        return {name: float(consumer_units(name, q)) for name, q in totals.items()}
     except (QuantityError, TypeError, ValueError, AttributeError):
         # Unknown requests: nodeFit finds no safe target for the pod (model.py's NaN contract).
         return {c.RESOURCE_CPU: NAN, c.RESOURCE_MEMORY: NAN}

@@ -15,6 +15,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
+from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
 from scheduler_plugin.descheduler.model import (
     PODS,
     NodeMetricSnapshot,
@@ -80,6 +81,8 @@ def _metric_problem(
     if metric.update_time is None or not math.isfinite(metric.update_time):
         return "NodeMetric has no valid status.updateTime"
     age = now - metric.update_time
+    if age < -MAX_CLOCK_SKEW_SECONDS:
+        return f"NodeMetric expired (updateTime {-age:.0f}s in the future)"
     if age >= expiration_seconds:
         return f"NodeMetric expired ({age:.0f}s old, nodeMetricExpirationSeconds={expiration_seconds:g})"
     return None

@@ -547,7 +547,16 @@ class Snapshot:
 
     # ------------------------------------------------------------------ NodeMetrics
     def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeLoad:
-        load = NodeLoad.from_dict(obj)
+        """Raises InvalidObjectError; the node is then left without a NodeMetric, never on an older version
+        (an unusable NodeMetric is treated as an absent one, as Koordinator's informer drops what it cannot decode)."""
+        try:
+            load = NodeLoad.from_dict(obj)
+        except InvalidObjectError:
+            meta = obj.get("metadata")
+            name = meta.get("name") if isinstance(meta, Mapping) else None
+            if isinstance(name, str) and name:
+                self.remove_node_metric(name)
+            raise
         self._loads[load.node_name] = load
         info = self._node_by_name.get(load.node_name)
         if info is not None:

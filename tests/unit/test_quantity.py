@@ -21,6 +21,8 @@ from common.api.quantity import (
     NonNegativeQuantity,
     Quantity,
     QuantityError,
+    ResourceList,
+    consumer_units,
     format_quantity,
     parse_quantity,
 )
@@ -765,3 +767,47 @@ def test_pydantic_json_schema() -> None:
     assert cpu["pattern"] == QUANTITY_PATTERN
     assert cpu["x-kubernetes-int-or-string"] is True
     assert schema["properties"]["limits"]["additionalProperties"]["pattern"] == QUANTITY_PATTERN
+
+
+# --- the range rule for numbers from the wire ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("resource", "text", "units"),
+    [
+        ("cpu", "9007199254740992m", 2**53),  # the edge itself is representable
+        ("cpu", "9007199254740.992", 2**53),
+        ("memory", "8Pi", 2**53),
+        ("memory", "9007199254740992", 2**53),
+        ("cpu", "-9007199254740992m", -(2**53)),
+        ("batch-cpu", "1000", 1000),
+    ],
+)
+def test_consumer_units_within_the_range(resource: str, text: str, units: int) -> None:
+    assert consumer_units(resource, Quantity.parse(text)) == units
+
+
+@pytest.mark.parametrize(
+    ("resource", "text"),
+    [
+        ("cpu", "1e16"),  # overflowed numpy's int64 (OverflowError in the scheduler)
+        ("cpu", "9223372036854775807m"),  # int64 max: wrapped when usage and estimates were summed
+        ("memory", "8Ei"),  # wrapped too
+        ("cpu", "9007199254740993m"),
+        ("memory", "9007199254740993"),
+        ("memory", "1e99"),
+        ("cpu", "-1e16"),
+    ],
+)
+def test_consumer_units_beyond_the_range_is_an_error_naming_the_value(resource: str, text: str) -> None:
+    with pytest.raises(QuantityError, match=f"{re.escape(text)}.*out of range"):
+        consumer_units(resource, Quantity.parse(text))
+
+
+def test_resource_lists_from_the_wire_apply_the_range_rule_per_resource() -> None:
+    class Usage(BaseModel):
+        resources: ResourceList
+
+    assert Usage.model_validate({"resources": {"memory": "8Pi"}}).resources["memory"] == Quantity.parse("8Pi")
+    with pytest.raises(ValidationError, match="out of range"):
+        Usage.model_validate({"resources": {"cpu": "8Pi"}})  # 8Pi cores are 2^63 milli-cores
+    with pytest.raises(ValidationError, match="negative"):
+        Usage.model_validate({"resources": {"cpu": "-1"}})

@@ -54,8 +54,10 @@ class LoadAwareScheduling:
         return RESOURCE_CHANGES | {NODE_METRIC}  # a NodeMetric report (load went down), or room appeared
 
     def _expired(self, rows: IndexArray) -> BoolArray:
-        """No updateTime, or now − updateTime ≥ nodeMetricExpirationSeconds."""
-        expired: BoolArray = self.table.expires_at.take(rows) <= self.handle.clock.now()
+        """No updateTime, now − updateTime ≥ nodeMetricExpirationSeconds, or updateTime more than
+        MAX_CLOCK_SKEW_SECONDS ahead of now (a report from the future would otherwise stay fresh forever)."""
+        now = self.handle.clock.now()
+        expired: BoolArray = (self.table.expires_at.take(rows) <= now) | (self.table.fresh_from.take(rows) > now)
         return expired
 
     def sync_snapshot(self, snapshot: Snapshot) -> None:

@@ -23,8 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
-from common.api.pod import PriorityClass
-from common.api.quantity import Quantity, QuantityError
+from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
+from common.api.pod import PriorityClass, scalar
+from common.api.quantity import MAX_CONSUMER_UNITS, Quantity, QuantityError
 from common.api.wire import GoDuration
 from scheduler_plugin.framework.nodeload import NodeLoad
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -77,7 +78,7 @@ def node_thresholds(annotations: Mapping[str, str], args: LoadAwareSchedulingArg
         agg_type = str(agg_raw.get("usageAggregationType") or "")
         window_raw = agg_raw.get("usageAggregatedDuration")
         window = GoDuration.parse(window_raw).seconds if window_raw else None
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         return base  # Koordinator falls back to the args when the annotation does not parse
     use_custom_agg = bool(agg_thresholds) and bool(agg_type)
     return NodeThresholds(
@@ -94,7 +95,10 @@ def _int_map(value: object) -> dict[str, int]:
         return {}
     if not isinstance(value, dict):
         raise TypeError("expected an object")
-    return {str(k): int(v) for k, v in value.items()}
+    out = {str(k): int(v) for k, v in value.items()}
+    if any(not 0 <= v <= MAX_CONSUMER_UNITS for v in out.values()):
+        raise ValueError("threshold out of range")
+    return out
 
 
 def raw_allocatable(node: NodeInfo) -> dict[str, int]:
@@ -103,13 +107,10 @@ def raw_allocatable(node: NodeInfo) -> dict[str, int]:
     if not raw:
         return node.allocatable
     try:
-        override = {k: Quantity.parse(v) for k, v in json.loads(raw).items()}
-    except (ValueError, TypeError, AttributeError, QuantityError):
+        override = {str(k): scalar(str(k), Quantity.parse(v)) for k, v in json.loads(raw).items()}
+    except (ValueError, TypeError, AttributeError, QuantityError, RecursionError):
         return node.allocatable
-    merged = dict(node.allocatable)
-    for name, quantity in override.items():
-        merged[name] = quantity.milli_value() if name == c.RESOURCE_CPU else quantity.value()
-    return merged
+    return {**node.allocatable, **override}
 
 
 @dataclass(slots=True, eq=False)
@@ -184,6 +185,7 @@ class LoadTable:
         self.limit_prod = np.full((r, rows), np.inf)
         self.limit_aggregated = np.full((r, rows), np.inf)
         self.expires_at = np.full(rows, -np.inf)  # updateTime + nodeMetricExpirationSeconds; −inf: no time
+        self.fresh_from = np.full(rows, -np.inf)  # updateTime − MAX_CLOCK_SKEW_SECONDS (a report from the future)
         self.has_prod_thr = flags()  # some prod threshold is not 0
         self.agg_filter_enabled = flags()
         self.usage_thr_on = flags()  # some usage threshold is not 0 (all 0: the filter is off)
@@ -312,6 +314,7 @@ class LoadTable:
         self.has_metric[i] = self.has_status[i] = False
         self.update_time[i] = np.nan
         self.expires_at[i] = -np.inf
+        self.fresh_from[i] = -np.inf
         for arr in (self.base_usage, self.base_agg_filter, self.base_agg_score, self.base_prod, self.node_delta,
                     self.node_estimated):
             arr[:, i] = 0
@@ -366,6 +369,7 @@ class LoadTable:
         self.update_time[i] = np.nan if load.update_time is None else load.update_time
         expiration = self.args.node_metric_expiration_seconds
         self.expires_at[i] = -np.inf if load.update_time is None else load.update_time + expiration
+        self.fresh_from[i] = -np.inf if load.update_time is None else load.update_time - MAX_CLOCK_SKEW_SECONDS
         self.node_delta[:, i] = row.delta
         self.node_estimated[:, i] = row.estimated
         self.base_usage[:, i] = row.node_usage + row.delta if row.node_usage is not None else row.estimated
@@ -382,7 +386,7 @@ def _custom_factors(pod: PodInfo) -> dict[str, int]:
     try:
         parsed = json.loads(raw)
         return {str(k): int(v) for k, v in parsed.items() if 0 < int(v) <= 100}
-    except (ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError, OverflowError, RecursionError):
         return {}
 
 
@@ -394,4 +398,4 @@ def _int_annotation(pod: PodInfo, key: str, default: int | None) -> int | None:
         value = int(raw)
     except ValueError:
         return default
-    return value if value >= 0 else default
+    return value if 0 <= value <= MAX_CONSUMER_UNITS else default

@@ -30,6 +30,10 @@ def test_metric_expires_strictly_after_degrade_time() -> None:
     assert degrade_verdict(metric, T0 + timedelta(minutes=15, seconds=1), 15) is BatchVerdict.NODE_METRIC_EXPIRED
     assert degrade_verdict(metric, T0 + timedelta(minutes=6), 5) is BatchVerdict.NODE_METRIC_EXPIRED
 
+    # a report from the future (beyond MAX_CLOCK_SKEW_SECONDS) would never go stale: it degrades at once
+    assert degrade_verdict(fresh(T0 + timedelta(days=365)), T0, 15) is BatchVerdict.NODE_METRIC_EXPIRED
+    assert degrade_verdict(fresh(T0 + timedelta(seconds=59)), T0, 15) is None
+
 
 def test_outcome_removes_resources_when_stale_or_disabled() -> None:
     stale = batch_outcome(NODE, [], fresh(T0), ENABLED, T0 + timedelta(minutes=16))

@@ -10,10 +10,12 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import FilterResult
+from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
@@ -217,3 +219,27 @@ def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
     last = scheduling_cycle(fw, PodInfo.from_dict(pod("p8")))
     assert last.status.message == "0/4 nodes are available: 4 node(s) cpu usage exceed threshold."
     assert np.all(snap.requested[CPU] == 2000)
+
+
+def test_a_node_metric_from_the_future_is_expired_beyond_the_clock_skew() -> None:
+    ahead = [node_metric("n1", cpu="100m", memory="1Gi", updated=NOW + 365 * 86400)]  # a year ahead
+    plugin, snap, _ = setup([node("n1")], ahead)
+    assert verdicts(plugin, snap, pod("p")) == {"n1": "node(s) nodeMetric expired"}
+    assert scores(plugin, snap, pod("p")) == {"n1": 0}
+    skewed = [node_metric("n1", cpu="100m", memory="1Gi", updated=NOW + 59)]  # within MAX_CLOCK_SKEW_SECONDS
+    plugin, snap, _ = setup([node("n1")], skewed)
+    assert verdicts(plugin, snap, pod("p")) == {"n1": "ok"} and scores(plugin, snap, pod("p"))["n1"] > 0
+
+
+def test_usage_beyond_the_range_rule_leaves_the_node_as_one_without_a_node_metric() -> None:
+    """"1e16" cores used to overflow the int64 arrays; "8Ei" and "9223372036854775807m" wrapped to look idle."""
+    for cpu, memory in (("1e16", "1Gi"), ("100m", "8Ei"), ("9223372036854775807m", "1Gi")):
+        plugin, snap, _ = setup([node("n1"), node("bare")], [node_metric("n1", cpu="100m", memory="1Gi")])
+        assert scores(plugin, snap, pod("p"))["n1"] > 0
+        with pytest.raises(InvalidObjectError, match="out of range"):
+            snap.upsert_node_metric(node_metric("n1", cpu=cpu, memory=memory))
+        # the valid version before it is not used either: the node is now one without a NodeMetric
+        assert verdicts(plugin, snap, pod("p")) == {"n1": "ok", "bare": "ok"}
+        assert scores(plugin, snap, pod("p")) == {"n1": 0, "bare": 0}
+        with pytest.raises(InvalidObjectError, match="out of range"):
+            Snapshot.from_objects(nodes=[node("n1")], node_metrics=[node_metric("n1", cpu=cpu, memory=memory)])
