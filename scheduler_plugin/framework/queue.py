@@ -6,7 +6,11 @@ Follows kube-scheduler's rules in the parts the in-process core needs:
   cluster event ("move request") happened during its cycle, then to backoff;
 * a cluster event that may make pods fit moves the pool to active (or backoff while
   a pod is still backing off);
-* PreEnqueue plugins gate pods before they enter activeQ.
+* PreEnqueue plugins gate pods before they enter activeQ;
+* nothing re-queues a pod that failed an attempt without its backoff: a spec update or an
+  activation (a gang sibling asking for the rest of its gang) of a pod still backing off
+  sends it to backoffQ, not activeQ. (kube-scheduler's Activate skips the backoff; a gang
+  that can never fit then re-activated itself thousands of times a second.)
 """
 
 from __future__ import annotations
@@ -119,7 +123,7 @@ class SchedulingQueue:
         elif where == "unschedulable":
             info = self._unschedulable.pop(key)
             info.pod = pod
-            self._enqueue(info)
+            self._requeue((info,))
         elif where is None:
             self.add(pod)
 
@@ -214,18 +218,22 @@ class SchedulingQueue:
                 self._enqueue(info)
 
     def activate(self, keys: list[str]) -> None:
-        """Move named pods (gang siblings) straight to activeQ."""
-        for key in keys:
-            info = self._unschedulable.pop(key, None)
-            if info is None and self._where.get(key) == "backoff":
-                info = next((i for _, _, i in self._backoff if i.pod.key == key), None)
-            if info is not None:
-                self._enqueue(info)
+        """Move named unschedulable pods (gang siblings) forward: to activeQ, or to backoffQ while
+        they are still backing off. A pod already in backoffQ stays there until its backoff ends."""
+        infos = [info for key in keys if (info := self._unschedulable.pop(key, None)) is not None]
+        self._requeue(infos)
 
     def counts(self) -> QueueCounts:
         active = sum(1 for w in self._where.values() if w == "active")
         backoff = sum(1 for w in self._where.values() if w == "backoff")
         return QueueCounts(active, backoff, len(self._unschedulable), len(self._gated))
+
+    def pending_attempts(self) -> list[int]:
+        """Attempts made so far for every queued pod (a pod retried without end stands out)."""
+        infos: list[QueuedPodInfo] = [*self._unschedulable.values(), *self._gated.values()]
+        infos += [i for _, _, i in self._backoff if self._where.get(i.pod.key) == "backoff"]
+        infos += [e.info for e in self._active if self._where.get(e.info.pod.key) == "active"]
+        return [i.attempts for i in infos]
 
     def where(self, key: str) -> str | None:
         return self._where.get(key)

@@ -8,9 +8,11 @@ scheduler registered itself, so nothing is recomputed per cycle.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from scheduler_plugin.framework.status import Code
 
@@ -41,6 +43,34 @@ POD_ATTEMPTS = Histogram(
     "Attempts a pod needed until it was bound",
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
+PENDING_ATTEMPT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
+
+
+class PendingPodAttempts(Collector):
+    """`loadline_scheduler_pending_pod_scheduling_attempts`: attempts so far of the pods still queued.
+
+    `pod_scheduling_attempts` is observed at binding, so a pod that is retried without end
+    never shows there; this histogram, taken at scrape time, shows it in its top buckets."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], list[int]] = list
+
+    def describe(self) -> Iterable[Metric]:
+        return [HistogramMetricFamily(_PENDING_ATTEMPTS_NAME, _PENDING_ATTEMPTS_HELP)]
+
+    def collect(self) -> Iterable[Metric]:
+        attempts = self.source()
+        buckets = [(str(b), float(sum(1 for a in attempts if a <= b))) for b in PENDING_ATTEMPT_BUCKETS]
+        buckets.append(("+Inf", float(len(attempts))))
+        family = HistogramMetricFamily(_PENDING_ATTEMPTS_NAME, _PENDING_ATTEMPTS_HELP)
+        family.add_metric([], buckets, float(sum(attempts)))
+        return [family]
+
+
+_PENDING_ATTEMPTS_NAME = "loadline_scheduler_pending_pod_scheduling_attempts"
+_PENDING_ATTEMPTS_HELP = "Scheduling attempts made so far for each pod still pending (taken at scrape time)"
+PENDING_POD_ATTEMPTS = PendingPodAttempts()
+REGISTRY.register(PENDING_POD_ATTEMPTS)
 EXTENSION_POINT_DURATION = Histogram(
     "loadline_scheduler_framework_extension_point_duration_seconds",
     "Duration of running all plugins of one extension point",

@@ -108,6 +108,7 @@ class Scheduler:
         m.IN_FLIGHT_PODS.labels("waiting_on_permit").set_function(lambda: float(self._waiting_count()))
         m.IN_FLIGHT_PODS.labels("binding").set_function(lambda: float(len(self.in_flight) - self._waiting_count()))
         m.PERMIT_WAITING_GANGS.set_function(lambda: float(len(self.waiting_gangs())))
+        m.PENDING_POD_ATTEMPTS.source = self.queue.pending_attempts
 
     def _waiting_count(self) -> int:
         return sum(len(f.waiting_pods) for f in self.frameworks.values())
