@@ -104,3 +104,38 @@ spec: {minMember: 2, scheduleTimeoutSeconds: 60}
 status: {phase: PreScheduling, scheduled: 1, running: 0}
 """,
 ]
+
+# A NodeSLO as Koordinator's slo-controller writes it with the page-cache QoS of Anolis OS turned on
+# (field names and types from Koordinator's NodeSLO CRD). Its CRD has no enum on the two policies,
+# so a newer policy name (here a made-up one) must be accepted as well.
+KOORDINATOR_NODESLO = """
+apiVersion: slo.koordinator.sh/v1alpha1
+kind: NodeSLO
+metadata: {name: node-a}
+spec:
+  resourceUsedThresholdWithBE:
+    enable: true
+    cpuSuppressThresholdPercent: 65
+    cpuSuppressMinPercent: 10
+    cpuSuppressPolicy: cpuIdleSuppress
+    cpuEvictPolicy: evictByNodeUsage
+    cpuEvictTimeWindowSeconds: 300
+    memoryEvictThresholdPercent: 70
+    memoryEvictLowerPercent: 68
+  resourceQOSStrategy:
+    lsrClass:
+      memoryQOS: {enable: true, wmarkRatio: 95, pageCacheLimitEnable: 1, pageCacheLimitSize: 1073741824,
+                  pageCacheLimitSync: 0}
+    lsClass:
+      memoryQOS: {enable: true, pageCacheLimitEnable: 1, pageCacheLimitSize: 536870912, pageCacheLimitSync: 1}
+    beClass:
+      cpuQOS: {enable: true, groupIdentity: -1}
+      memoryQOS: {enable: true, wmarkMinAdj: 50, pageCacheLimitEnable: 1, pageCacheLimitSize: 268435456,
+                  pageCacheLimitSync: 1}
+    systemClass:
+      memoryQOS: {pageCacheLimitEnable: 0}
+    cgroupRoot:
+      memoryQOS: {pageCacheLimitEnable: 1, pageCacheLimitSize: 0, pageCacheLimitSync: 0}
+  systemStrategy: {minFreeKbytesFactor: 100, watermarkScaleFactor: 150, memcgReapBackGround: 0,
+                   pageCacheLimitEnabled: 1}
+"""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from common.api.constants import SLO_API_VERSION
 from common.api.wire import KubeModel, ObjectMeta
@@ -47,6 +47,14 @@ class ResourceThresholdStrategy(KubeModel):
     cpu_evict_policy: CPUEvictPolicy | None = None
     evict_enabled_priority_threshold: int | None = None
     allocatable_evict_priority_threshold: int | None = None
+
+    @field_validator("cpu_suppress_policy", "cpu_evict_policy", mode="before")
+    @classmethod
+    def _unknown_policy_is_default(cls, value: object) -> object:
+        # Koordinator's CRD takes any string here and koordlet falls back to the default policy for
+        # one it does not know; so does the agent, instead of refusing the whole NodeSLO.
+        known = {p.value for p in (*CPUSuppressPolicy, *CPUEvictPolicy)}
+        return value if value is None or value in known else None
 
     @classmethod
     def koordinator_defaults(cls) -> ResourceThresholdStrategy:

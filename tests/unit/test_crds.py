@@ -590,8 +590,9 @@ def test_nodeslo_fields(crds: dict[str, Schema]) -> None:
         if name.endswith("Percent") or name.endswith("Seconds"):
             assert (node["type"], node["format"]) == ("integer", "int64"), name
     assert thresholds["enable"]["type"] == "boolean"
-    assert thresholds["cpuSuppressPolicy"]["enum"] == ["cpuset", "cfsQuota"]
-    assert thresholds["cpuEvictPolicy"]["enum"] == ["evictByRealLimit", "evictByAllocatable"]
+    # Plain strings as in Koordinator's CRD, which has no enum on either policy
+    for policy in ("cpuSuppressPolicy", "cpuEvictPolicy"):
+        assert thresholds[policy]["type"] == "string" and "enum" not in thresholds[policy]
     assert thresholds["cpuSuppressThresholdPercent"]["maximum"] == 100
     assert "maximum" not in thresholds["memoryAllocatableEvictThresholdPercent"]  # documented default is 110
 
@@ -609,6 +610,10 @@ def test_nodeslo_fields(crds: dict[str, Schema]) -> None:
     assert node_at(qos, "beClass.blkioQOS.blocks[].ioCfg.ioWeightPercent")["minimum"] == 1
     assert node_at(root, "spec.systemStrategy.totalNetworkBandwidth")["pattern"] == QUANTITY_PATTERN
     assert node_at(root, "spec.systemStrategy.schedFeatures")["additionalProperties"] == {"type": "boolean"}
+    assert node_at(root, "spec.systemStrategy.pageCacheLimitEnabled")["type"] == "integer"
+    for cls in ("lsrClass", "lsClass", "beClass", "systemClass", "cgroupRoot"):
+        for name in ("pageCacheLimitEnable", "pageCacheLimitSize", "pageCacheLimitSync"):
+            assert node_at(qos, f"{cls}.memoryQOS.{name}")["format"] == "int64"
     app = node_at(root, "spec.hostApplications[]")
     assert set(app["properties"]) == {"name", "priority", "qos", "cgroupPath", "strategy"}
     assert set(node_at(app, "cgroupPath")["properties"]) == {"base", "parentDir", "relativePath"}

@@ -31,7 +31,8 @@ def resource_threshold_strategy() -> Schema:
             "enable": boolean("Master switch of the BE suppress/evict strategies (default false)."),
             "cpuSuppressThresholdPercent": percent("Node CPU usage cap in % of capacity for BE suppression (65)."),
             "cpuSuppressMinPercent": percent("Floor of the BE CPU suppression in % of capacity."),
-            "cpuSuppressPolicy": string("How BE CPU is suppressed (default cpuset).", enum=["cpuset", "cfsQuota"]),
+            # No enum, as in Koordinator's CRD: a NodeSLO it writes with another policy must not be rejected.
+            "cpuSuppressPolicy": string("How BE CPU is suppressed: cpuset (default) or cfsQuota."),
             "memoryEvictThresholdPercent": percent("Node memory usage % that triggers BE eviction (70)."),
             "memoryEvictLowerPercent": percent("Evict until memory usage % is below this (threshold - 2)."),
             "memoryAllocatableEvictThresholdPercent": percent(
@@ -58,10 +59,7 @@ def resource_threshold_strategy() -> Schema:
             "cpuAllocatableEvictLowerPercent": percent(
                 "Evict until CPU request % of allocatable is below this.", bounded=False
             ),
-            "cpuEvictPolicy": string(
-                "Policy of BE CPU eviction (default evictByRealLimit).",
-                enum=["evictByRealLimit", "evictByAllocatable"],
-            ),
+            "cpuEvictPolicy": string("Policy of BE CPU eviction: evictByRealLimit (default) or evictByAllocatable."),
             "evictEnabledPriorityThreshold": int32("Highest pod priority evictable by CPU/memory eviction."),
             "allocatableEvictPriorityThreshold": int32("Highest pod priority evictable by allocatable eviction."),
         },
@@ -121,6 +119,11 @@ def resource_qos() -> Schema:
                     "priorityEnable": integer("Enable memcg OOM priority."),
                     "priority": integer("memcg OOM priority."),
                     "oomKillGroup": integer("memcg OOM kill group."),
+                    "pageCacheLimitEnable": integer("memory.pagecache_limit.enable, 0 or 1 (Anolis OS)."),
+                    "pageCacheLimitSize": integer("memory.pagecache_limit.size in bytes (Anolis OS)."),
+                    "pageCacheLimitSync": integer(
+                        "memory.pagecache_limit.sync: 1 = reclaim synchronously over the limit (Anolis OS)."
+                    ),
                 },
                 "Node-level memory QoS.",
             ),
@@ -197,6 +200,7 @@ def system_strategy() -> Schema:
             "minFreeKbytesFactor": integer("vm.min_free_kbytes = factor * total memory / 10000."),
             "watermarkScaleFactor": integer("vm.watermark_scale_factor."),
             "memcgReapBackGround": integer("/sys/kernel/mm/memcg_reaper/reap_background."),
+            "pageCacheLimitEnabled": integer("/sys/kernel/mm/pagecache_limit/enabled (Anolis OS)."),
             "schedGroupIdentityEnabled": integer("kernel.sched_group_identity_enabled (0 or 1)."),
             "schedIdleSaverWmark": integer("kernel.sched_idle_saver_wmark in ns."),
             "schedFeatures": map_of(boolean(), "Extra /sys/kernel/sched_features flags."),
