@@ -230,6 +230,22 @@ def _load_json(key: str, text: str) -> Any | ConfigError:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         return ConfigError(key, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+    except ValueError as exc:  # valid JSON Python will not convert, e.g. an integer of more than 4300 digits
+        return ConfigError(key, None, f"unusable JSON: {exc}")
+    except RecursionError:
+        return ConfigError(key, None, "unusable JSON: nested too deeply")
+
+
+def _never_raises(key: str, parse: Callable[[str | None], Any], text: str | None) -> Any:
+    """A parser's result, or its failure as this key's ConfigError: whatever is wrong with a
+    config (nesting that exhausts the stack further in, a number no bound caught), it is refused
+    and reported, never an exception out of the handler that read it."""
+    try:
+        return parse(text)
+    except RecursionError:
+        return [ConfigError(key, None, "unusable: nested too deeply")]
+    except Exception as exc:
+        return [ConfigError(key, None, f"unusable: {type(exc).__name__}: {exc}")]
 
 
 def _selector_of(entry: NodeProfile) -> CompiledSelector | None:
@@ -384,12 +400,15 @@ def parse_slo_controller_config(data: Mapping[str, str] | None) -> SLOController
             return None
         return result
 
-    colocation = take(parse_colocation_config(data.get(COLOCATION_CONFIG_KEY)))
-    threshold = take(parse_resource_threshold_config(data.get(RESOURCE_THRESHOLD_CONFIG_KEY)))
-    qos = take(parse_resource_qos_config(data.get(RESOURCE_QOS_CONFIG_KEY)))
-    burst = take(parse_cpu_burst_config(data.get(CPU_BURST_CONFIG_KEY)))
-    system = take(parse_system_config(data.get(SYSTEM_CONFIG_KEY)))
-    host_apps = take(parse_host_application_config(data.get(HOST_APPLICATION_CONFIG_KEY)))
+    def parse(key: str, parser: Callable[[str | None], Any]) -> Any:
+        return take(_never_raises(key, parser, data.get(key)))
+
+    colocation = parse(COLOCATION_CONFIG_KEY, parse_colocation_config)
+    threshold = parse(RESOURCE_THRESHOLD_CONFIG_KEY, parse_resource_threshold_config)
+    qos = parse(RESOURCE_QOS_CONFIG_KEY, parse_resource_qos_config)
+    burst = parse(CPU_BURST_CONFIG_KEY, parse_cpu_burst_config)
+    system = parse(SYSTEM_CONFIG_KEY, parse_system_config)
+    host_apps = parse(HOST_APPLICATION_CONFIG_KEY, parse_host_application_config)
     if errors:
         return errors
     return SLOControllerConfig(colocation, threshold, qos, burst, system, host_apps)
@@ -407,6 +426,10 @@ def parse_colocation_annotation(text: str) -> JSONDict | ConfigError:
         return doc
     try:
         parsed = ColocationStrategy.model_validate(doc)
+        return overlay_of(parsed)
     except ValidationError as exc:
         return _validation_errors(key, exc)[0]
-    return overlay_of(parsed)
+    except RecursionError:
+        return ConfigError(key, None, "unusable: nested too deeply")
+    except Exception as exc:
+        return ConfigError(key, None, f"unusable: {type(exc).__name__}: {exc}")

@@ -16,9 +16,15 @@ from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 from manager.nodeslo.selector import CompiledSelector, Requirement
 
+# Integers are Go int64 fields in Koordinator (and in the NodeSLO CRD we render them into);
+# times are multiplied into a Go time.Duration (int64 nanoseconds), so they stop where it does.
+_INT64_MAX = 2**63 - 1
+Int64 = Annotated[int, Field(ge=-(2**63), le=_INT64_MAX)]
 Percent = Annotated[int, Field(ge=0, le=100)]
-NonNegative = Annotated[int, Field(ge=0)]
-Positive = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0, le=_INT64_MAX)]
+Positive = Annotated[int, Field(ge=1, le=_INT64_MAX)]
+PositiveSeconds = Annotated[int, Field(ge=1, le=_INT64_MAX // 10**9)]
+PositiveMinutes = Annotated[int, Field(ge=1, le=_INT64_MAX // (60 * 10**9))]
 Flag = Annotated[int, Field(ge=0, le=1)]  # kernel knobs written as 0/1
 
 
@@ -125,8 +131,10 @@ class AggregatePolicy(GoJSONModel):
 
 class ColocationStrategy(GoJSONModel):
     enable: bool | None = None
-    metric_aggregate_duration_seconds: Positive | None = Field(default=None, alias="metricAggregateDurationSeconds")
-    metric_report_interval_seconds: Positive | None = Field(default=None, alias="metricReportIntervalSeconds")
+    metric_aggregate_duration_seconds: PositiveSeconds | None = Field(
+        default=None, alias="metricAggregateDurationSeconds"
+    )
+    metric_report_interval_seconds: PositiveSeconds | None = Field(default=None, alias="metricReportIntervalSeconds")
     metric_aggregate_policy: AggregatePolicy | None = Field(default=None, alias="metricAggregatePolicy")
     metric_memory_collect_policy: (
         Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] | None
@@ -137,8 +145,8 @@ class ColocationStrategy(GoJSONModel):
     memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] | None = Field(
         default=None, alias="memoryCalculatePolicy"
     )
-    degrade_time_minutes: Positive | None = Field(default=None, alias="degradeTimeMinutes")
-    update_time_threshold_seconds: Positive | None = Field(default=None, alias="updateTimeThresholdSeconds")
+    degrade_time_minutes: PositiveMinutes | None = Field(default=None, alias="degradeTimeMinutes")
+    update_time_threshold_seconds: PositiveSeconds | None = Field(default=None, alias="updateTimeThresholdSeconds")
     resource_diff_threshold: Annotated[float, Field(gt=0, le=1)] | None = Field(
         default=None, alias="resourceDiffThreshold"
     )
@@ -183,7 +191,7 @@ class ResourceThresholdStrategy(GoJSONModel):
         default=None, alias="cpuEvictBESatisfactionLowerPercent"
     )
     cpu_evict_be_usage_threshold_percent: Percent | None = Field(default=None, alias="cpuEvictBEUsageThresholdPercent")
-    cpu_evict_time_window_seconds: Positive | None = Field(default=None, alias="cpuEvictTimeWindowSeconds")
+    cpu_evict_time_window_seconds: PositiveSeconds | None = Field(default=None, alias="cpuEvictTimeWindowSeconds")
     cpu_evict_threshold_percent: Percent | None = Field(default=None, alias="cpuEvictThresholdPercent")
     cpu_evict_lower_percent: Percent | None = Field(default=None, alias="cpuEvictLowerPercent")
     cpu_allocatable_evict_threshold_percent: NonNegative | None = Field(
@@ -195,8 +203,8 @@ class ResourceThresholdStrategy(GoJSONModel):
     cpu_evict_policy: Literal["evictByRealLimit", "evictByAllocatable"] | None = Field(
         default=None, alias="cpuEvictPolicy"
     )
-    evict_enabled_priority_threshold: int | None = Field(default=None, alias="evictEnabledPriorityThreshold")
-    allocatable_evict_priority_threshold: int | None = Field(default=None, alias="allocatableEvictPriorityThreshold")
+    evict_enabled_priority_threshold: Int64 | None = Field(default=None, alias="evictEnabledPriorityThreshold")
+    allocatable_evict_priority_threshold: Int64 | None = Field(default=None, alias="allocatableEvictPriorityThreshold")
 
 
 class NodeResourceThresholdStrategy(ResourceThresholdStrategy, NodeProfile):
@@ -245,8 +253,8 @@ class IOConfig(GoJSONModel):
     read_bps: NonNegative | None = Field(default=None, alias="readBPS")
     write_bps: NonNegative | None = Field(default=None, alias="writeBPS")
     io_weight_percent: Annotated[int, Field(ge=1, le=100)] | None = Field(default=None, alias="ioWeightPercent")
-    read_latency: int | None = Field(default=None, alias="readLatency")
-    write_latency: int | None = Field(default=None, alias="writeLatency")
+    read_latency: Int64 | None = Field(default=None, alias="readLatency")
+    write_latency: Int64 | None = Field(default=None, alias="writeLatency")
     read_latency_percent: Percent | None = Field(default=None, alias="readLatencyPercent")
     write_latency_percent: Percent | None = Field(default=None, alias="writeLatencyPercent")
     enable_user_model: bool | None = Field(default=None, alias="enableUserModel")
@@ -272,10 +280,10 @@ class BlkIOQOSConfig(GoJSONModel):
 class NetworkQOSConfig(GoJSONModel):
     # IntOrString: an int is a percent of the node's bandwidth, a string a quantity such as "50M".
     enable: bool | None = None
-    ingress_request: int | str | None = Field(default=None, alias="ingressRequest")
-    ingress_limit: int | str | None = Field(default=None, alias="ingressLimit")
-    egress_request: int | str | None = Field(default=None, alias="egressRequest")
-    egress_limit: int | str | None = Field(default=None, alias="egressLimit")
+    ingress_request: Int64 | str | None = Field(default=None, alias="ingressRequest")
+    ingress_limit: Int64 | str | None = Field(default=None, alias="ingressLimit")
+    egress_request: Int64 | str | None = Field(default=None, alias="egressRequest")
+    egress_limit: Int64 | str | None = Field(default=None, alias="egressLimit")
 
 
 class ResourceQOS(GoJSONModel):

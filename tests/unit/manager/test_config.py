@@ -220,3 +220,19 @@ def test_every_problem_of_every_key_is_reported() -> None:
 
 def test_non_object_value_is_refused() -> None:
     assert errors(colocation_config=[1, 2]) == [("colocation-config", None)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"enable": true, "cpuReclaimThresholdPercent": ' + "9" * 5000 + "}",  # int beyond Python's 4300 digits
+        "[" * 1000 + "]" * 1000,  # arrays nested 1,000 deep
+        '{"nodeConfigs": [' + "{" * 0 + "[" * 990 + "]" * 990 + "]}",
+        '{"degradeTimeMinutes": 10000000000000}',  # past what a Go time.Duration holds
+        '{"cpuReclaimThresholdPercent": 1e400}',
+        '{"cpuReclaimThresholdPercent": 9223372036854775808}',  # int64 + 1
+    ],
+)
+def test_every_unusable_config_is_refused_never_raised(text: str) -> None:
+    result = parse_slo_controller_config({"colocation-config": text})
+    assert isinstance(result, list) and result and all(e.key == "colocation-config" for e in result)
