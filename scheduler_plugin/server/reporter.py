@@ -85,6 +85,8 @@ class Reporter:
         self._recorders: dict[str, EventRecorder] = {}
         self._chains: dict[str, asyncio.Task[None]] = {}
         self._last_event: dict[tuple[str, str], tuple[str, float]] = {}  # (uid, reason) -> (note, when)
+        # Retry delays of a Scheduled event while the API server is away: about two minutes in all.
+        self.scheduled_event_retry_seconds: tuple[float, ...] = (1, 2, 4, 8, *([10.0] * 10))
 
     def _recorder(self, profile: str) -> EventRecorder:
         recorder = self._recorders.get(profile)
@@ -134,7 +136,8 @@ class Reporter:
     # ------------------------------------------------------------------ reports
     def scheduled(self, pod: PodInfo, profile: str, node_name: str) -> None:
         note = f"Successfully assigned {pod.key} to {node_name}"
-        self._enqueue(pod.key, self._event(pod, profile, "Scheduled", "Binding", note, kind="Normal"))
+        retry = self.scheduled_event_retry_seconds
+        self._enqueue(pod.key, self._event(pod, profile, "Scheduled", "Binding", note, kind="Normal", retry=retry))
 
     def failed(self, pod: PodInfo, profile: str, status: Status, *, nominated_node: str = "") -> None:
         reason = failure_reason(status)
@@ -158,7 +161,21 @@ class Reporter:
             return
         self.health.succeeded("pod status")
 
-    async def _event(self, pod: PodInfo, profile: str, reason: str, action: str, note: str, *, kind: str) -> None:
+    async def _event(
+        self,
+        pod: PodInfo,
+        profile: str,
+        reason: str,
+        action: str,
+        note: str,
+        *,
+        kind: str,
+        retry: tuple[float, ...] = (),
+    ) -> None:
+        """Write one event. A failure is dropped (the next attempt reports again), except that with
+        `retry` an API server that did not answer or answered 429/5xx is asked again after each delay:
+        a pod bound in the instant the server went away gets its `Scheduled` event once it is back
+        (nothing later would report it). client-go's event broadcaster also retries (12 tries)."""
         uid = str((pod.raw.get("metadata") or {}).get("uid") or pod.key)
         now = time.monotonic()
         last = self._last_event.get((uid, reason))
@@ -168,10 +185,17 @@ class Reporter:
         event = self._recorder(profile).build(
             regarding, reason=reason, action=action, note=note, type="Warning" if kind == "Warning" else "Normal"
         )
-        try:
-            await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
-        except KubeError as exc:
-            self.health.failed("event", exc)  # events are best effort; the next attempt reports again
-            return
+        delays = iter(retry)
+        while True:
+            try:
+                await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
+                break
+            except KubeError as exc:
+                self.health.failed("event", exc)
+                transient = exc.status in {0, 429} or exc.status >= 500
+                delay = next(delays, None) if transient else None
+                if delay is None:
+                    return
+                await asyncio.sleep(delay)
         self._last_event[(uid, reason)] = (note, now)
         self.health.succeeded("event")

@@ -37,6 +37,7 @@ class FakeHTTP:
         self.pods: dict[str, Obj] = {}  # what GET returns, by path
         self.fail_binding: dict[str, KubeError] = {}
         self.hold_bindings: asyncio.Event | None = None
+        self.events_unreachable = 0  # the next N event writes get no answer (an API server outage)
 
     async def create(self, path: str, body: Any) -> Obj:
         if path.endswith("/binding"):
@@ -47,6 +48,9 @@ class FakeHTTP:
                 raise self.fail_binding.pop(key)
             self.bindings[key] = body["target"]["name"]
             return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+        if self.events_unreachable:
+            self.events_unreachable -= 1
+            raise KubeError(0, "ConnectionRefusedError")
         self.events.append(body)
         return body
 
@@ -112,6 +116,20 @@ def test_pods_are_bound_and_get_a_scheduled_event() -> None:
         assert notes == sorted(f"Successfully assigned default/p{i} to {http.bindings[f'default/p{i}']}" for i in range(3))
         assert all(e["reportingController"] == "loadline-scheduler" and e["action"] == "Binding" for e in http.events)
         assert all(not r.assumed for r in snap.records.values()) and len(snap.records) == 3
+
+    asyncio.run(run())
+
+
+def test_a_pod_bound_as_the_api_server_went_away_still_gets_its_scheduled_event() -> None:
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        scheduler.reporter.scheduled_event_retry_seconds = (0.01, 0.01, 0.01)
+        http.events_unreachable = 2  # bound, then the server is gone for the event and its first retry
+        async with leading(scheduler):
+            add(scheduler, pod("p", cpu="1"))
+            await until(lambda: len(http.events) == 1)
+        assert http.events[0]["reason"] == "Scheduled" and http.bindings == {"default/p": "n1"}
 
     asyncio.run(run())
 
