@@ -22,19 +22,23 @@ Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for
   durations, publishes, publish errors by reason, last successful publish timestamp, `loadline_agent_build_info`.
   Plus the process's default registry (reflector metrics, `process_*`, `python_*`).
 
-The bulk (raw series and aggregates) is rendered to bytes on the aggregation cadence in a worker thread from
-data detached from the store; a scrape only concatenates those bytes with the few self-metric lines, so it
-never blocks sampling, and no percentile is ever computed inside a scrape.
+Raw series are as of the last collect cycle: a scrape renders them (in a worker thread, at most once per
+cycle) from the sampler's last cycle, which is replaced as a whole each cycle. Window aggregates are rendered
+to bytes on the aggregation cadence in a worker thread from data detached from the store; a scrape only
+concatenates those with the raw series and the few self-metric lines, so it never blocks sampling, and no
+percentile is ever computed inside a scrape.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import math
 import platform
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +47,7 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from agent.collectors.base import CollectorStats
-from agent.report import Aggregates, PodInfo, wants_window_quantiles
+from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import Kind, Sample, SeriesKey
 from common.api.wire import GoDuration
 from common.version import __version__
@@ -159,11 +163,11 @@ class ExportInput:
 
     raw: Sequence[Sequence[Sample]]  # the sampler's last cycle, per collector
     aggregates: Aggregates | None
-    pods: Mapping[str, PodInfo]
+    pods: Mapping[str, PodIdentity]
     node: str = ""  # label value when one process exports several nodes (`--simulate`)
 
 
-def _pod_labels(pods: Mapping[str, PodInfo], key: SeriesKey) -> list[tuple[str, str]] | None:
+def _pod_labels(pods: Mapping[str, PodIdentity], key: SeriesKey) -> list[tuple[str, str]] | None:
     info = pods.get(key.pod)
     if info is None:
         return None  # a pod we no longer know: its series are about to expire
@@ -171,57 +175,82 @@ def _pod_labels(pods: Mapping[str, PodInfo], key: SeriesKey) -> list[tuple[str, 
 
 
 def render_series(inputs: Iterable[ExportInput]) -> bytes:
-    """The bulk of /metrics: raw series of the last cycle and window aggregates, for one or more nodes."""
+    """Raw series of the last cycle and window aggregates, for one or more nodes."""
     families = Families()
     for inp in inputs:
-        node_label = [("node", inp.node)] if inp.node else []
-        for samples in inp.raw:
-            for sample in samples:
-                key = SeriesKey(*sample.key)
-                labels = list(node_label)
-                if key.pod:
-                    pod_labels = _pod_labels(inp.pods, key)
-                    if pod_labels is None:
-                        continue
-                    labels += [*pod_labels, ("container", key.container)]
-                if key.device:
-                    labels.append(("device", key.device))
-                name = raw_name(key, sample.kind)
-                help_text = HELP.get(name[len(PREFIX) :], f"Loadline agent series {key.metric}.")
-                families.get(name, "counter" if sample.kind is Kind.COUNTER else "gauge", help_text).add(
-                    labels, float(sample.value)
-                )
-        agg = inp.aggregates
-        if agg is None:
-            continue
-        windows = [(d, GoDuration.from_seconds(d).canonical()) for d in agg.policy.windows]
-        for row_key in agg.rows:
-            if not isinstance(row_key, SeriesKey) or not wants_window_quantiles(row_key):
-                continue
-            key = row_key
+        _add_raw(families, inp)
+        _add_windows(families, inp)
+    return families.render().encode()
+
+
+def render_raw(inputs: Iterable[ExportInput]) -> bytes:
+    """Raw series of the last collect cycle (rendered per scrape: fresh to within one cycle)."""
+    families = Families()
+    for inp in inputs:
+        _add_raw(families, inp)
+    return families.render().encode()
+
+
+def render_windows(inputs: Iterable[ExportInput]) -> bytes:
+    """Window aggregates (rendered on the aggregation cadence)."""
+    families = Families()
+    for inp in inputs:
+        _add_windows(families, inp)
+    return families.render().encode()
+
+
+def _add_raw(families: Families, inp: ExportInput) -> None:
+    node_label = [("node", inp.node)] if inp.node else []
+    for samples in inp.raw:
+        for sample in samples:
+            key = SeriesKey(*sample.key)
             labels = list(node_label)
             if key.pod:
                 pod_labels = _pod_labels(inp.pods, key)
                 if pod_labels is None:
                     continue
-                labels += pod_labels
+                labels += [*pod_labels, ("container", key.container)]
             if key.device:
                 labels.append(("device", key.device))
-            quantile_name, avg_name = window_names(key)
-            quantiles = families.get(
-                quantile_name, "summary", f"Percentiles of {key.metric} over each window (nearest rank)."
+            name = raw_name(key, sample.kind)
+            help_text = HELP.get(name[len(PREFIX) :], f"Loadline agent series {key.metric}.")
+            families.get(name, "counter" if sample.kind is Kind.COUNTER else "gauge", help_text).add(
+                labels, float(sample.value)
             )
-            average = families.get(avg_name, "gauge", f"Average of {key.metric} over each window.")
-            for duration, text in windows:
-                values = agg.window(key, duration)
-                if values is None:
-                    continue  # no samples, or cold (less than half the window covered)
-                wl = [*labels, ("window", text)]
-                average.add(wl, values["avg"])
-                for agg_name, q in QUANTILE_LABELS.items():
-                    if agg_name in values:
-                        quantiles.add([*wl, ("quantile", q)], values[agg_name])
-    return families.render().encode()
+
+
+def _add_windows(families: Families, inp: ExportInput) -> None:
+    agg = inp.aggregates
+    if agg is None:
+        return
+    node_label = [("node", inp.node)] if inp.node else []
+    windows = [(d, GoDuration.from_seconds(d).canonical()) for d in agg.policy.windows]
+    for row_key in agg.rows:
+        if not isinstance(row_key, SeriesKey) or not wants_window_quantiles(row_key):
+            continue
+        key = row_key
+        labels = list(node_label)
+        if key.pod:
+            pod_labels = _pod_labels(inp.pods, key)
+            if pod_labels is None:
+                continue
+            labels += pod_labels
+        if key.device:
+            labels.append(("device", key.device))
+        quantile_name, avg_name = window_names(key)
+        quantiles = families.get(
+            quantile_name, "summary", f"Percentiles of {key.metric} over each window (nearest rank)."
+        )
+        average = families.get(avg_name, "gauge", f"Average of {key.metric} over each window.")
+        for duration, text in windows:
+            values = agg.window(key, duration)
+            if values is None:
+                continue  # no samples, or cold (less than half the window covered)
+            wl = [*labels, ("window", text)]
+            average.add(wl, values["avg"])
+            for agg_name, q in QUANTILE_LABELS.items():
+                if agg_name in values:
+                    quantiles.add([*wl, ("quantile", q)], values[agg_name])
 
 
 # ------------------------------------------------------------------------------------------------ self
@@ -320,6 +349,7 @@ def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str
 
 # ------------------------------------------------------------------------------------------------ server
 Check = Callable[[], tuple[bool, str]]
+STATUS_PATH = "/nodemetric"  # JSON of the NodeMetric the agent would write now (standalone and daemon)
 
 
 class Exporter:
@@ -333,11 +363,15 @@ class Exporter:
         live: Callable[[], str],
         health: Check,
         ready: Check,
+        raw: Callable[[], bytes] | None = None,
+        status: Callable[[], Awaitable[Any]] | None = None,
         include_default_registry: bool = True,
     ) -> None:
         self.address = address
         self.requested_port = port
         self._live = live
+        self._raw = raw
+        self._status = status
         self._health = health
         self._ready = ready
         self._include_default = include_default_registry
@@ -353,15 +387,22 @@ class Exporter:
     def body(self) -> bytes:
         return self._body
 
-    def metrics_text(self) -> bytes:
-        parts = [self._body, self._live().encode()]
+    def metrics_text(self, raw: bytes = b"") -> bytes:
+        parts = [raw, self._body, self._live().encode()]
         if self._include_default:
             parts.append(generate_latest(REGISTRY))
         return b"".join(parts)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         self.scrapes += 1
-        return web.Response(body=self.metrics_text(), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+        # Raw series are rendered per scrape (off the loop) from the last collect cycle; aggregates are the
+        # bytes the aggregation prepared.
+        raw = await asyncio.to_thread(self._raw) if self._raw is not None else b""
+        return web.Response(body=self.metrics_text(raw), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+
+    async def _status_json(self, request: web.Request) -> web.Response:
+        assert self._status is not None
+        return web.json_response(await self._status(), dumps=lambda obj: json.dumps(obj, indent=2) + "\n")
 
     @staticmethod
     def _check(check: Check) -> web.Response:
@@ -379,6 +420,8 @@ class Exporter:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
+        if self._status is not None:
+            app.router.add_get(STATUS_PATH, self._status_json)
         return app
 
     async def start(self) -> int:
@@ -389,7 +432,8 @@ class Exporter:
         self._runner = runner
         addresses = runner.addresses
         self.port = int(addresses[0][1]) if addresses else self.requested_port
-        log.info("serving /metrics, /healthz, /readyz on %s:%s", self.address, self.port)
+        paths = "/metrics, /healthz, /readyz" + (f", {STATUS_PATH}" if self._status is not None else "")
+        log.info("serving %s on %s:%s", paths, self.address, self.port)
         return self.port
 
     async def stop(self) -> None:
@@ -399,9 +443,9 @@ class Exporter:
 
 
 def render_timed(inputs: Sequence[ExportInput], timings: AgentTimings) -> bytes:
-    """`render_series` with its duration recorded (runs on a worker thread)."""
+    """`render_windows` with its duration recorded (runs on a worker thread)."""
     started = time.perf_counter()
-    body = render_series(inputs)
+    body = render_windows(inputs)
     timings.render_seconds = time.perf_counter() - started
     timings.last_render_unix = time.time()
     timings.renders += 1

@@ -20,58 +20,34 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from typing import IO, Any
 
 import yaml
 
-from agent.collectors.registry import CollectorContext, build_collectors, close_collectors
+from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
-from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
+from agent.exporter import AgentTimings, Exporter, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
+from agent.pipeline import USER_AGENT, NodePipeline, collector_context
 from agent.podwatch import CgroupPodDiscovery, PodWatch
-from agent.publisher import NodeMetricCache, NodeMetricPublisher, spec_listener
+from agent.publisher import NodeMetricCache, NodeMetricPublisher
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import usage_from_sampler
-from agent.report import NodeReporter, ReportPolicy, build_status, current_devices, device_sources
+from agent.report import NodeReporter
 from agent.sampler import Sampler
+from common.api.constants import SLO_API_VERSION
 from common.api.nodemetric import NodeMetric
 from common.api.wire import GoDuration, ObjectMeta
 from common.config import ConfigError
 from common.kube.http import KubeConfigError, KubeHTTP
 from common.logging import setup_logging
-from common.ratelimit import TokenBucket
-from common.version import __version__
 
 log = logging.getLogger("loadline.agent")
-USER_AGENT = f"loadline-agent/{__version__}"
-
-
-# ------------------------------------------------------------------------------------------------ shared parts
-def base_policy(settings: AgentSettings) -> ReportPolicy:
-    return ReportPolicy(
-        aggregate_duration_seconds=settings.aggregate_duration_seconds,
-        report_interval_seconds=settings.report_interval_seconds,
-        windows=tuple(settings.aggregate_windows),
-        node_memory_collect_policy=settings.node_memory_collect_policy,
-    )
-
-
-def collector_context(settings: AgentSettings, pods: Callable[[], Any]) -> CollectorContext:
-    return CollectorContext(
-        proc_root=settings.proc_root,
-        sys_root=settings.sys_root,
-        cgroup_root=settings.cgroup_root,
-        cgroup_parent=settings.cgroup_parent,
-        pods=pods,
-        psi=settings.psi,
-        interval=settings.collect_interval_seconds,
-        container_memory_interval=settings.container_memory_interval_seconds,
-    )
 
 
 class NodeAgent:
-    """The daemon for one node; usable in-process (tests) through `start()` / `stop()`."""
+    """The daemon for one node (one `NodePipeline`); usable in-process (tests) through `start()` / `stop()`."""
 
     def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None) -> None:
         if settings.node_name is None:
@@ -83,9 +59,23 @@ class NodeAgent:
         self.timings = AgentTimings()
         self.tasks: list[asyncio.Task[None]] = []
         self.exporter: Exporter | None = None
-        self.publisher: NodeMetricPublisher | None = None
         self.cache: NodeMetricCache | None = None
         self.qos: QoSEnforcer | None = None
+        self.pipeline: NodePipeline | None = None
+
+    @property
+    def sampler(self) -> Sampler:
+        assert self.pipeline is not None, "not started"
+        return self.pipeline.sampler
+
+    @property
+    def reporter(self) -> NodeReporter:
+        assert self.pipeline is not None, "not started"
+        return self.pipeline.reporter
+
+    @property
+    def publisher(self) -> NodeMetricPublisher | None:
+        return self.pipeline.publisher if self.pipeline is not None else None
 
     async def start(self) -> None:
         s = self.settings
@@ -93,47 +83,19 @@ class NodeAgent:
             self.http = await KubeHTTP.connect(s.kubeconfig, user_agent=USER_AGENT)
         http = self.http
         self.podwatch = PodWatch(http, self.node_name, max_backoff_seconds=s.retry_max_seconds)
-        self.collectors = build_collectors(collector_context(s, self.podwatch.pods), s.collectors)
-        self._device_sources = device_sources(self.collectors)
-        policy = base_policy(s)
-        self.sampler = Sampler(
-            self.collectors, interval=s.collect_interval_seconds, windows=(policy.retention_seconds,)
-        )
-        self.reporter = NodeReporter(
-            self.node_name,
-            ring=lambda: self.sampler.ring,
-            base_policy=policy,
-            pods=self.podwatch.infos,
-            devices=lambda: current_devices(self._device_sources),
-            on_policy_change=self._policy_changed,
-            min_aggregate_seconds=s.spec_min_aggregate_duration_seconds,
-            min_report_seconds=s.spec_min_report_interval_seconds,
-        )
-        self.loop = SamplingLoop(lambda: [self.sampler], s.collect_interval_seconds)
+        collectors = build_collectors(collector_context(s, self.podwatch.pods), s.collectors)
+        pipeline = self.pipeline = NodePipeline.from_settings(self.node_name, collectors, s, self.podwatch.infos)
+        self.loop = SamplingLoop(lambda: [pipeline.sampler], s.collect_interval_seconds)
         if s.publish:
             self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
-            if s.follow_nodemetric_spec:
-                self.cache.listen(self.node_name, spec_listener(self.reporter.apply_spec))
-            self.publisher = NodeMetricPublisher(
-                http,
-                self.node_name,
-                self.build_status,
-                interval=lambda: self.reporter.policy.report_interval_seconds,
-                limiter=TokenBucket(s.publish_qps, s.publish_burst),
-                cache=self.cache,
-                create=s.create_nodemetric,
-                retry_initial_seconds=s.retry_initial_seconds,
-                retry_max_seconds=s.retry_max_seconds,
-                request_timeout_seconds=s.request_timeout_seconds,
-            )
-            self.cache.listen(self.node_name, self.publisher.on_object)
+            pipeline.attach_publisher(http, self.cache, s)
         if s.qos_enforcement:
             # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
             self.qos = QoSEnforcer(
                 self.node_name,
                 http,
                 s.cgroup_root,
-                lambda: usage_from_sampler(self.sampler),
+                lambda: usage_from_sampler(pipeline.sampler),
                 cgroup_parent=s.cgroup_parent,
                 sys_root=s.sys_root,
                 interval_seconds=s.collect_interval_seconds,
@@ -141,54 +103,57 @@ class NodeAgent:
             )
         if s.metrics_enabled:
             self.exporter = Exporter(
-                s.metrics_address, s.metrics_port, live=self._self_metrics, health=self._healthy, ready=self._ready
+                s.metrics_address,
+                s.metrics_port,
+                live=self._self_metrics,
+                health=self._healthy,
+                ready=self._ready,
+                raw=pipeline.render_raw,
+                status=self._status_view,
             )
             await self.exporter.start()
         log.info(
             "agent for node %s: collect every %gs, %s, collectors %s",
             self.node_name,
             s.collect_interval_seconds,
-            policy.describe(),
-            ",".join(c.name for c in self.collectors),
+            pipeline.reporter.policy.describe(),
+            ",".join(c.name for c in collectors),
         )
         self._spawn(self.loop.run(), "sampling")
         self._spawn(self.podwatch.run(), "pod watch")
         first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
         self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
-        if self.cache is not None and self.publisher is not None:
+        if self.cache is not None and pipeline.publisher is not None:
             self._spawn(self.cache.run(), "nodemetric watch")
-            self._spawn(self.publisher.run(), "publisher")
+            self._spawn(pipeline.publisher.run(), "publisher")
         if self.qos is not None:
             self._spawn(self.qos.run(), "qos enforcement")
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
         spawn(self.tasks, coro, name)
 
-    def _policy_changed(self, policy: ReportPolicy) -> None:
-        if self.sampler.ensure_retention(policy.retention_seconds):
-            log.info(
-                "sample store grown to %d slots for %gs of history", self.sampler.ring.slots, policy.retention_seconds
-            )
-        if self.publisher is not None:
-            self.publisher.wake()  # the report interval may have shortened
-
-    def build_status(self) -> dict[str, Any]:
-        agg = self.reporter.aggregate(time.monotonic())
-        self.timings.aggregation_seconds = agg.duration_seconds
-        return build_status(agg, self.podwatch.infos(), devices=self.reporter.devices()).to_wire()
+    async def _status_view(self) -> dict[str, Any]:
+        assert self.pipeline is not None
+        status = self.pipeline.status()  # on the loop: aggregation reads the ring sampling writes
+        return {
+            "apiVersion": SLO_API_VERSION,
+            "kind": "NodeMetric",
+            "metadata": {"name": self.node_name},
+            "status": status,
+        }
 
     async def refresh_export(self) -> None:
-        agg = self.reporter.aggregate(time.monotonic())
+        assert self.pipeline is not None
+        agg = self.pipeline.aggregate()
         self.timings.aggregation_seconds = agg.duration_seconds
         if self.exporter is None:
             return
-        inp = ExportInput(raw=list(self.sampler.last_samples), aggregates=agg, pods=dict(self.podwatch.infos()))
+        inp = self.pipeline.export_input(agg)
         self.exporter.update(await asyncio.to_thread(render_timed, [inp], self.timings))
 
     def _self_metrics(self) -> str:
-        return render_self(
-            [NodeSelfState(self.node_name, self.sampler, self.publisher)], self.timings, "node", per_node=True
-        )
+        assert self.pipeline is not None
+        return render_self([self.pipeline.self_state()], self.timings, "node", per_node=True)
 
     def _healthy(self) -> tuple[bool, str]:
         for task in self.tasks:
@@ -210,7 +175,8 @@ class NodeAgent:
         self.tasks.clear()
         if self.exporter is not None:
             await self.exporter.stop()
-        close_collectors(getattr(self, "collectors", ()))
+        if self.pipeline is not None:
+            self.pipeline.close()
         if self._own_http and self.http is not None:
             await self.http.close()
 
@@ -271,17 +237,10 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
     node = settings.node_name or local_node_name()
     discovery = CgroupPodDiscovery(settings.cgroup_root, settings.cgroup_parent)
     collectors = build_collectors(collector_context(settings, discovery.pods), settings.collectors)
-    policy = base_policy(settings)
+    pipeline = NodePipeline.from_settings(node, collectors, settings, discovery.infos)
+    sampler = pipeline.sampler
+    policy = pipeline.reporter.policy
     interval = settings.collect_interval_seconds
-    sampler = Sampler(collectors, interval=interval, windows=(policy.retention_seconds,))
-    sources = device_sources(collectors)
-    reporter = NodeReporter(
-        node,
-        ring=lambda: sampler.ring,
-        base_policy=policy,
-        pods=discovery.infos,
-        devices=lambda: current_devices(sources),
-    )
     duration = settings.once_seconds
     err.write(
         f"loadline agent --once: sampling {node} for {duration:g}s every {interval:g}s "
@@ -298,9 +257,8 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
                 await asyncio.sleep(max(started + (i + 1) * interval - time.monotonic(), 0.0))
     finally:
         progress.end()
-        close_collectors(collectors)
-    agg = reporter.aggregate(time.monotonic())
-    status = build_status(agg, discovery.infos(), devices=reporter.devices())
+        pipeline.close()
+    status = pipeline.status_model()
     metric = NodeMetric(metadata=ObjectMeta(name=node), status=status)
     sampled = time.monotonic() - started
     cold = [w for w in policy.windows if sampled < 0.5 * w]

@@ -2,7 +2,7 @@
 
 - `PodWatch`: a list-watch (`common.kube.reflector.Reflector`) of the pods bound to this node
   (`fieldSelector=spec.nodeName=<node>`), turned into the cgroup collector's `PodRef` tuples and the report's
-  `PodInfo`. The tuple is rebuilt only when something the collector uses changes (UID, QoS tier, container
+  `PodIdentity`. The tuple is rebuilt only when something the collector uses changes (UID, QoS tier, container
   IDs), so the collector's fast path (`pods is self._pods_seen`) holds between changes. Pods in a terminal
   phase are left out: their cgroups are gone.
 - `PodIndex`: the same for many nodes at once (the simulator watches every bound pod and groups by node).
@@ -22,7 +22,7 @@ from typing import Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass
-from agent.report import PodInfo
+from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass, kube_qos_class
 from common.kube.http import JSON, KubeHTTP
 from common.kube.reflector import Reflector
@@ -68,21 +68,21 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
     )
 
 
-def pod_info(pod: Mapping[str, Any]) -> PodInfo:
+def pod_info(pod: Mapping[str, Any]) -> PodIdentity:
     try:
-        return PodInfo.from_pod(pod)
+        return PodIdentity.from_pod(pod)
     except ValueError:
         meta = pod.get("metadata") or {}
-        return PodInfo(str(meta.get("uid", "")), str(meta.get("namespace", "")), str(meta.get("name", "")), "", "")
+        return PodIdentity(str(meta.get("uid", "")), str(meta.get("namespace", "")), str(meta.get("name", "")), "", "")
 
 
 class PodIndex:
-    """Pods by node, maintained from reflector events; per node a stable `PodRef` tuple and `PodInfo` map."""
+    """Pods by node, maintained from reflector events; per node a stable `PodRef` tuple and `PodIdentity` map."""
 
     def __init__(self) -> None:
         self._pods: dict[str, dict[str, JSON]] = {}  # node -> uid -> pod
         self._refs: dict[str, tuple[PodRef, ...]] = {}
-        self._infos: dict[str, dict[str, PodInfo]] = {}
+        self._infos: dict[str, dict[str, PodIdentity]] = {}
         self._dirty: set[str] = set()
         self.listeners: list[Callable[[str], None]] = []  # called with the node whose pods changed
 
@@ -127,7 +127,7 @@ class PodIndex:
         self._rebuild(node)
         return self._refs[node]
 
-    def infos(self, node: str) -> dict[str, PodInfo]:
+    def infos(self, node: str) -> dict[str, PodIdentity]:
         self._rebuild(node)
         return self._infos[node]
 
@@ -179,7 +179,7 @@ class PodWatch:
     def pods(self) -> tuple[PodRef, ...]:
         return self.index.refs(self.node_name)
 
-    def infos(self) -> dict[str, PodInfo]:
+    def infos(self) -> dict[str, PodIdentity]:
         return self.index.infos(self.node_name)
 
     async def run(self) -> None:
@@ -222,11 +222,11 @@ class CgroupPodDiscovery:
                 self._pods = found
         return self._pods
 
-    def infos(self) -> dict[str, PodInfo]:
+    def infos(self) -> dict[str, PodIdentity]:
         out = {}
         for ref in self.pods():
             kube_qos = {QoSClass.GUARANTEED: "Guaranteed", QoSClass.BURSTABLE: "Burstable"}.get(ref.qos, "BestEffort")
-            out[ref.uid] = PodInfo.from_pod(
+            out[ref.uid] = PodIdentity.from_pod(
                 {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
             )
         return out

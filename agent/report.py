@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.collectors.base import Collector
+from agent.collectors.devices import Device, device_info
 from agent.series import (
     CPU_CFS_THROTTLED_RATIO,
     CPU_USAGE_CORES,
@@ -153,7 +154,7 @@ def effective_policy(
 
 # ------------------------------------------------------------------------------------------------ pods
 @dataclass(frozen=True, slots=True)
-class PodInfo:
+class PodIdentity:
     """What the report says about a pod besides its usage."""
 
     uid: str
@@ -163,7 +164,7 @@ class PodInfo:
     qos: str  # LSE, LSR, LS, BE, SYSTEM
 
     @classmethod
-    def from_pod(cls, pod: Mapping[str, Any]) -> PodInfo:
+    def from_pod(cls, pod: Mapping[str, Any]) -> PodIdentity:
         meta = pod.get("metadata") or {}
         return cls(
             uid=str(meta.get("uid", "")),
@@ -265,37 +266,20 @@ def _resource_map(resources: Mapping[str, Quantity], devices: Sequence[DeviceInf
 DeviceLookup = Callable[[SeriesKey], "float | None"]
 
 
-def device_sources(collectors: Iterable[Collector | object]) -> list[Any]:
-    """Collectors that know devices (`agent.collectors.devices.DeviceSource`: a `devices` attribute)."""
-    import inspect
-
-    found = []
+def current_devices(collectors: Iterable[Collector]) -> list[Device]:
+    """The devices of every collector's last inventory; a collector whose inventory fails is skipped."""
+    out: list[Device] = []
     for collector in collectors:
         try:
-            inspect.getattr_static(collector, "devices")  # without running a property
-        except AttributeError:
-            continue
-        found.append(collector)
-    return found
-
-
-def current_devices(sources: Iterable[Any]) -> list[Any]:
-    """The devices of every source's last inventory; a source whose inventory fails is skipped."""
-    out: list[Any] = []
-    for source in sources:
-        try:
-            devices = source.devices
-            out.extend(devices() if callable(devices) else devices)
+            out.extend(collector.devices)
         except Exception:  # one broken device source must not cost the report
-            log.debug("device inventory of %s failed", type(source).__name__, exc_info=True)
+            log.debug("device inventory of %s failed", collector.name, exc_info=True)
     return out
 
 
-def _device_infos(devices: Sequence[Any], value_of: DeviceLookup, pod: str = "") -> list[DeviceInfo]:
+def _device_infos(devices: Sequence[Device], value_of: DeviceLookup, pod: str = "") -> list[DeviceInfo]:
     if not devices:
         return []
-    from agent.collectors.devices import device_info
-
     out = []
     for device in devices:
         try:
@@ -321,9 +305,9 @@ def _schema_safe(info: DeviceInfo) -> DeviceInfo:
 # ------------------------------------------------------------------------------------------------ status
 def build_status(
     agg: Aggregates,
-    pods: Mapping[str, PodInfo],
+    pods: Mapping[str, PodIdentity],
     *,
-    devices: Sequence[Any] = (),
+    devices: Sequence[Device] = (),
     update_time: datetime | None = None,
 ) -> NodeMetricStatus:
     """The NodeMetric status for `agg` (see the module docstring for every field)."""
@@ -364,7 +348,7 @@ def build_status(
 
 
 def _aggregated(
-    agg: Aggregates, cpu_key: SeriesKey, mem_key: SeriesKey, devices: Sequence[Any]
+    agg: Aggregates, cpu_key: SeriesKey, mem_key: SeriesKey, devices: Sequence[Device]
 ) -> list[AggregatedUsage]:
     out = []
     for duration in agg.policy.windows:  # ascending: shortest first, which the CRD's P95-CPU column reads
@@ -402,8 +386,8 @@ class NodeReporter:
     node_name: str
     ring: Callable[[], SampleRing]
     base_policy: ReportPolicy
-    pods: Callable[[], Mapping[str, PodInfo]]
-    devices: Callable[[], Sequence[Any]] = field(default=lambda: ())
+    pods: Callable[[], Mapping[str, PodIdentity]]
+    devices: Callable[[], Sequence[Device]] = field(default=lambda: ())
     on_policy_change: Callable[[ReportPolicy], None] | None = None
     min_aggregate_seconds: float = 60.0
     min_report_seconds: float = 30.0

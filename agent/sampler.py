@@ -1,14 +1,18 @@
 """One collect cycle: run the collectors, turn counters into rates, derive, write one ring column.
 
+Every collector returns a `SampleBlock`; the sampler plans once per block layout what each slot is (a gauge, a
+counter rated and stored, a derivation input, ...) and then handles a cycle with a few array operations.
+
 Aggregation is deliberately not here: it runs on its own cadence (`agent.store.build_report`), never per
 sample and never inside a scrape.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -35,10 +39,8 @@ from agent.series import (
     SeriesKey,
 )
 from agent.store.aggregate import DEFAULT_WINDOWS
-from agent.store.rates import CounterRates, SlotRates
+from agent.store.rates import RateDrops, SlotRates, stall_limit
 from agent.store.ring import SampleRing
-
-_PRUNE_EVERY = 60  # cycles between sweeps of forgotten rate baselines
 
 
 @dataclass(frozen=True)
@@ -68,44 +70,24 @@ class Sampler:
         self.interval = interval
         self.retention = max(windows)
         self.ring = ring or SampleRing(self.slots_for(self.retention))
-        self.rates = CounterRates(interval)
+        self.max_gap = stall_limit(interval)
+        self.drops = RateDrops()  # why counter readings gave no rate, over every collector
         self.stats = {c.name: CollectorStats(c.name) for c in self.collectors}
-        self.last_samples: list[Sequence[Sample]] = []  # raw samples of the last cycle, per collector
+        # The last cycle, for export: each collector's block, then the declared rates (network, InfiniBand) as
+        # gauges. Replaced as a whole every cycle, so a reader on another thread sees one cycle.
+        self.last_samples: list[Sequence[Sample]] = []
+        self.last_cycle_at: float | None = None  # monotonic time of the last cycle
         self._clock = clock
         self._cycles = 0
         self.last_cycle_seconds: float | None = None  # duration of the last cycle (self-metrics)
-        # Per-series work that does not change between cycles, computed once per key: what to do with a counter
-        # (and the key its rate is stored under), and the keys of a throttling ratio's inputs and output.
-        self._plans: dict[SeriesKey, tuple[int, SeriesKey]] = {}
-        self._ratio_keys: dict[SeriesKey, tuple[SeriesKey, SeriesKey] | None] = {}
-        self._block_plans: dict[str, _BlockPlan] = {}  # per collector that returns `SampleBlock`s
+        self._block_plans: dict[str, _BlockPlan] = {}  # per collector
 
-    def _throttle_ratios(self, cfs_rates: dict[SeriesKey, float]) -> list[tuple[SeriesKey, float]]:
-        """d(throttled periods) / d(periods) per cgroup with a CFS quota.
-
-        Collectors only report CFS counters once a quota has applied (nr_periods > 0). A cgroup with a quota
-        that ran no period this interval was idle, hence not throttled: 0.
-        """
-        out = []
-        ratio_keys = self._ratio_keys
-        for key, periods in cfs_rates.items():
-            pair = ratio_keys.get(key, _MISSING)
-            if pair is _MISSING:
-                pair = ratio_keys[key] = _ratio_keys(key)
-            if pair is None:
-                continue
-            throttled = cfs_rates.get(pair[0])
-            if throttled is not None:
-                out.append((pair[1], min(throttled / periods, 1.0) if periods > 0 else 0.0))
-        return out
-
-    def _take_block(
-        self, name: str, block: SampleBlock, at: float, *, keys: list[SeriesKey], values: list[float], usage: _UsageSums
-    ) -> None:
-        """The per-sample loop of `cycle`, as array operations over a block's slots (same rules, same output)."""
+    def _take_block(self, name: str, block: SampleBlock, at: float, cycle: _Cycle) -> None:
+        """Rate, derive and sum one collector's block into this cycle's column."""
         plan = self._block_plans.get(name)
         if plan is None or plan.layout is not block.layout:
-            plan = self._block_plans[name] = _BlockPlan.build(block.layout, self.rates, plan)
+            plan = self._block_plans[name] = _BlockPlan.build(block.layout, self.max_gap, self.drops, plan)
+        keys, values, usage = cycle.keys, cycle.values, cycle.usage
         slots = block.array()
         gauges = slots[plan.gauges]
         _extend_present(keys, values, plan.gauge_keys, gauges)
@@ -121,6 +103,8 @@ class Sampler:
         readings = slots[plan.counters]
         rates = plan.rates.update(readings, at)
         _extend_present(keys, values, plan.stored_keys, rates[plan.stored])
+        if plan.exported.size:
+            _extend_samples(cycle.exported, plan.exported_keys, rates[plan.exported])
         if plan.pod_cpu.size:
             pod_rates = rates[plan.pod_cpu]
             missing = np.isnan(pod_rates)
@@ -164,63 +148,26 @@ class Sampler:
     async def cycle(self) -> CycleResult:
         started = time.perf_counter()
         now = self._clock()
-        keys: list[SeriesKey] = []
-        values: list[float] = []
+        cycle = _Cycle()
         raw: list[Sequence[Sample]] = []
-        cfs_rates: dict[SeriesKey, float] = {}  # derivation inputs, by their own key
-        usage = _UsageSums()
-        update = self.rates.update
         total = 0
-        # Runs every second over every series: kept flat, with locals, on purpose.
-        plans = self._plans
         for collector in self.collectors:
             at = self._clock()
-            samples = await run_collector(collector, self.stats[collector.name], at)
-            total += len(samples)
-            raw.append(samples)
-            if isinstance(samples, SampleBlock):
-                self._take_block(collector.name, samples, at, keys=keys, values=values, usage=usage)
-                continue
-            for key, value, kind, source in samples:
-                if kind is _GAUGE:
-                    keys.append(key)
-                    values.append(value)
-                    usage.add_gauge(_gauge_role(key), value)
-                    continue
-                plan = plans.get(key)
-                if plan is None:
-                    plan = plans[key] = _counter_plan(key)
-                role, stored_key = plan
-                if role == _RAW:
-                    continue  # other counters are kept raw only (export), not rated
-                rate = update(key, value, at, source)
-                if role == _INPUT:
-                    if rate is not None:
-                        cfs_rates[key] = rate
-                    continue
-                if role == _POD_CPU:
-                    if rate is None:
-                        usage.pods_cpu_complete = False
-                    else:
-                        usage.pods_cpu += rate
-                if rate is None:
-                    continue
-                keys.append(stored_key)
-                values.append(rate)
-                if role == _NODE_CPU:
-                    usage.node_cpu = rate
-        for key, value in (*self._throttle_ratios(cfs_rates), *usage.system()):
+            block = await run_collector(collector, self.stats[collector.name], at)
+            total += len(block)
+            raw.append(block)
+            self._take_block(collector.name, block, at, cycle)
+        keys, values = cycle.keys, cycle.values
+        for key, value in cycle.usage.system():
             keys.append(key)
             values.append(value)
         self.ring.append_column(now, keys, values)
+        if cycle.exported:
+            raw.append(cycle.exported)
         self.last_samples = raw
+        self.last_cycle_at = now
         self.ring.drop_stale(now - self.retention)
         self._cycles += 1
-        if self._cycles % _PRUNE_EVERY == 0:
-            self.rates.prune(now - self.rates.max_gap)
-            # rebuilt on demand: keeps the caches bounded by the series seen in the last minute
-            self._plans.clear()
-            self._ratio_keys.clear()
         duration = time.perf_counter() - started
         self.last_cycle_seconds = duration
         return CycleResult(now, total, len(keys), duration)
@@ -234,6 +181,7 @@ _INPUT = 1  # rated as an input of a derived series, not stored
 _STORED = 2  # rate stored under STORED_RATES[metric]
 _POD_CPU = 3  # stored, and summed into the pods' CPU for system usage
 _NODE_CPU = 4  # stored, and the node's CPU for system usage
+_DECLARED = 5  # the collector declared the rate's key (`BlockLayout.rate_keys`): stored and exported
 _NO_KEY = SeriesKey("")  # the stored key of counters that are not stored
 
 # What a gauge contributes to system usage (see `_gauge_role`).
@@ -250,7 +198,6 @@ def _gauge_role(key: SeriesKey) -> int:
     if metric == NODE_MEMORY_USAGE_BYTES:
         return _NODE_MEMORY
     return _CAPACITY if metric == NODE_CPU_CAPACITY_CORES else _PLAIN
-_MISSING = (_NO_KEY, _NO_KEY)
 
 
 def _counter_plan(key: SeriesKey) -> tuple[int, SeriesKey]:
@@ -313,6 +260,12 @@ def _extend_present(
     values.extend(slots[where].tolist())
 
 
+def _extend_samples(out: list[Sample], slot_keys: list[SeriesKey], slots: npt.NDArray[np.float64]) -> None:
+    """Append a gauge `Sample` per slot whose value is not NaN."""
+    for i in np.flatnonzero(~np.isnan(slots)).tolist():
+        out.append(Sample(slot_keys[i], float(slots[i])))
+
+
 def _indices(positions: list[int]) -> I64:
     return np.asarray(positions, dtype=np.int64)
 
@@ -335,9 +288,11 @@ class _BlockPlan:
     ratio_periods: I64  # counter positions of CFS periods ...
     ratio_throttled: I64  # ... and of their throttled periods ...
     ratio_keys: list[SeriesKey]  # ... giving these throttling ratios
+    exported: I64  # counter positions whose rate the collector declared: also exported as gauges ...
+    exported_keys: list[SeriesKey]  # ... under these keys
 
     @classmethod
-    def build(cls, layout: BlockLayout, rates: CounterRates, previous: _BlockPlan | None) -> _BlockPlan:
+    def build(cls, layout: BlockLayout, max_gap: float, drops: RateDrops, previous: _BlockPlan | None) -> _BlockPlan:
         gauges: list[int] = []
         by_role: dict[int, list[int]] = {}
         node_cpu = None
@@ -345,23 +300,35 @@ class _BlockPlan:
         stored: list[int] = []
         stored_keys: list[SeriesKey] = []
         pod_cpu: list[int] = []
+        exported: list[int] = []
+        exported_keys: list[SeriesKey] = []
+        max_rates: list[float] = []
         counter_position: dict[SeriesKey, int] = {}
+        declared = layout.rate_keys
         for slot, (key, kind) in enumerate(zip(layout.keys, layout.kinds, strict=True)):
             if kind is _GAUGE:
                 gauges.append(slot)
                 if (role := _gauge_role(key)) != _PLAIN:
                     by_role.setdefault(role, []).append(slot)
                 continue
-            role, stored_key = _counter_plan(key)
+            rate_key = declared[slot] if declared else None
+            if rate_key is not None:
+                role, stored_key = _DECLARED, rate_key
+            else:
+                role, stored_key = _counter_plan(key)
             if role == _RAW:
                 continue
             position = counter_position[key] = len(counters)
             counters.append(slot)
+            max_rates.append(layout.max_rates[slot] if declared else math.inf)
             if role == _INPUT:
                 continue
             stored.append(position)
             stored_keys.append(stored_key)
-            if role == _POD_CPU:
+            if role == _DECLARED:
+                exported.append(position)
+                exported_keys.append(stored_key)
+            elif role == _POD_CPU:
                 pod_cpu.append(position)
             elif role == _NODE_CPU:
                 node_cpu = position
@@ -375,7 +342,7 @@ class _BlockPlan:
                 ratio_throttled.append(throttled)
                 ratio_keys.append(pair[1])
         slot_rates = SlotRates(
-            [(layout.keys[slot], layout.sources[slot]) for slot in counters], rates.max_gap, rates.drops
+            [(layout.keys[slot], layout.sources[slot]) for slot in counters], max_gap, drops, max_rates
         )
         if previous is not None:
             slot_rates.carry_over(previous.rates)
@@ -393,6 +360,8 @@ class _BlockPlan:
             _indices(ratio_periods),
             _indices(ratio_throttled),
             ratio_keys,
+            _indices(exported),
+            exported_keys,
         )
 
 
@@ -424,3 +393,13 @@ class _UsageSums:
         if self.node_memory is not None:
             out.append((SeriesKey(SYSTEM_MEMORY_USAGE_BYTES), system_usage(self.node_memory, (self.pods_memory,))))
         return out
+
+
+@dataclass
+class _Cycle:
+    """What one cycle gathers across collectors: the ring column, the usage sums, the rates to export."""
+
+    keys: list[SeriesKey] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+    usage: _UsageSums = field(default_factory=_UsageSums)
+    exported: list[Sample] = field(default_factory=list)

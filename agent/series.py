@@ -1,14 +1,15 @@
 """What a sample is and how series are named inside the agent.
 
-Collectors emit `Sample`s; the sampler turns counters into rates and writes gauges and rates into the
-store. Names are internal (Prometheus names are chosen at export time); units are base units: seconds,
-bytes, cores, ratios in 0..1.
+Collectors emit one `SampleBlock` per cycle (built with a `BlockBuilder` when they do not keep a layout of
+their own); the sampler turns counters into rates and writes gauges and rates into the store. Names are
+internal (Prometheus names are chosen at export time); units are base units: seconds, bytes, cores, ratios
+in 0..1.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Final, NamedTuple, overload
@@ -49,10 +50,17 @@ class BlockLayout:
     keys: tuple[SeriesKey, ...]
     kinds: tuple[Kind, ...]
     sources: tuple[str, ...]
+    # Per slot, for counters whose collector declares a rate (network, InfiniBand): the key the sampler stores
+    # and exports the per-second rate under, or None; and the largest plausible rate (larger ones are dropped
+    # as garbage). Empty: no declared rates (the CPU counters' rates follow `STORED_RATES`).
+    rate_keys: tuple[SeriesKey | None, ...] = ()
+    max_rates: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if not len(self.keys) == len(self.kinds) == len(self.sources):
             raise ValueError("keys, kinds and sources differ in length")
+        if self.rate_keys and not len(self.rate_keys) == len(self.max_rates) == len(self.keys):
+            raise ValueError("rate_keys and max_rates must have one entry per slot")
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -117,6 +125,74 @@ class SampleBlock(Sequence[Sample]):
     def __getitem__(self, index: slice) -> Sequence[Sample]: ...
     def __getitem__(self, index: int | slice) -> Sample | Sequence[Sample]:
         return self.samples()[index]
+
+
+class BlockBuilder:
+    """Builds a collector's `SampleBlock` sample by sample. The layout object is kept for as long as a cycle
+    adds the same series in the same order (the sampler plans once per layout), and replaced when they change
+    (an interface or port appeared, a container restarted)."""
+
+    __slots__ = ("_keys", "_kinds", "_layout", "_max_rates", "_rate_keys", "_sources", "_values")
+
+    def __init__(self) -> None:
+        self._layout = BlockLayout((), (), ())
+        self._reset()
+
+    def _reset(self) -> None:
+        self._keys: list[SeriesKey] = []
+        self._kinds: list[Kind] = []
+        self._sources: list[str] = []
+        self._values: list[float] = []
+        self._rate_keys: list[SeriesKey | None] = []
+        self._max_rates: list[float] = []
+
+    def add(
+        self,
+        key: SeriesKey,
+        value: float,
+        kind: Kind = Kind.GAUGE,
+        source: str = "",
+        *,
+        rate: SeriesKey | None = None,
+        max_rate: float = math.inf,
+    ) -> None:
+        """One sample; `rate` asks the sampler for this counter's per-second rate under that key."""
+        self._keys.append(key)
+        self._kinds.append(kind)
+        self._sources.append(source)
+        self._values.append(value)
+        self._rate_keys.append(rate)
+        self._max_rates.append(max_rate)
+
+    def extend(self, samples: Iterable[Sample]) -> None:
+        for key, value, kind, source in samples:
+            self.add(key, value, kind, source)
+
+    def finish(self) -> SampleBlock:
+        """The block of everything added since the last `finish`."""
+        layout = self._layout
+        keys, kinds, sources = tuple(self._keys), tuple(self._kinds), tuple(self._sources)
+        declared = any(r is not None for r in self._rate_keys)
+        rate_keys = tuple(self._rate_keys) if declared else ()
+        max_rates = tuple(self._max_rates) if declared else ()
+        if (
+            keys != layout.keys
+            or kinds != layout.kinds
+            or sources != layout.sources
+            or rate_keys != layout.rate_keys
+            or max_rates != layout.max_rates
+        ):
+            layout = self._layout = BlockLayout(keys, kinds, sources, rate_keys, max_rates)
+        block = SampleBlock(layout, self._values)
+        self._reset()
+        return block
+
+
+def block_of(samples: Iterable[Sample], builder: BlockBuilder | None = None) -> SampleBlock:
+    """`samples` as a block (tests, one-off callers); pass a kept `builder` to reuse its layout."""
+    builder = builder or BlockBuilder()
+    builder.extend(samples)
+    return builder.finish()
 
 
 # --- node (from /proc) ---

@@ -34,278 +34,23 @@ import logging
 import random
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from agent.collectors.base import SeriesErrors
+from agent.collectors.simulated import SimulatedNodeCollector, SimulationParams, node_capacity
 from agent.config import AgentSettings
-from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_timed
+from agent.exporter import AgentTimings, Exporter, render_self, render_timed
 from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
-from agent.main import USER_AGENT, base_policy
+from agent.pipeline import USER_AGENT, NodePipeline, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
-from agent.publisher import NodeMetricCache, NodeMetricPublisher, spec_listener
-from agent.report import NodeReporter, ReportPolicy, build_status
-from agent.sampler import Sampler
-from agent.series import (
-    CPU_USAGE_SECONDS,
-    MEMORY_ANON_USAGE_BYTES,
-    MEMORY_WORKING_SET_BYTES,
-    NODE_CPU_CAPACITY_CORES,
-    NODE_CPU_USAGE_SECONDS,
-    NODE_MEMORY_TOTAL_BYTES,
-    NODE_MEMORY_USAGE_BYTES,
-    NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
-    Kind,
-    Sample,
-    SeriesKey,
-)
-from common.api.pod import pod_limits, pod_requests
-from common.api.quantity import Quantity
+from agent.publisher import NodeMetricCache
 from common.kube.http import JSON, KubeHTTP
 from common.kube.reflector import Reflector
-from common.ratelimit import TokenBucket
 
 log = logging.getLogger("loadline.agent.simulate")
 
-ANNOTATION_CPU = "loadline.io/simulated-cpu"
-ANNOTATION_MEMORY = "loadline.io/simulated-memory"
-ANNOTATION_BURSTINESS = "loadline.io/simulated-burstiness"
 NODES_PATH = "/api/v1/nodes"
-FALLBACK_CPU = 0.1  # cores, for pods with neither requests nor limits (times the usage fraction)
-FALLBACK_MEMORY = 128 * 1024 * 1024
-MEMORY_JITTER = 0.02  # relative standard deviation of memory per sample, before burstiness
-PAGE_CACHE_SHARE = 0.15  # of the node's free memory, shown as page cache
-
-
-@dataclass(frozen=True)
-class SimulationParams:
-    usage_fraction: float = 0.4
-    burstiness: float = 0.3
-    node_noise: float = 0.2
-    system_cpu: float = 0.3
-    system_memory: float = float(1 << 30)
-
-    @classmethod
-    def from_settings(cls, s: AgentSettings) -> SimulationParams:
-        return cls(
-            usage_fraction=s.simulate_usage_fraction,
-            burstiness=s.simulate_burstiness,
-            node_noise=s.simulate_node_noise,
-            system_cpu=s.simulate_system_cpu,
-            system_memory=float(s.simulate_system_memory),
-        )
-
-
-@dataclass(frozen=True)
-class UsageProfile:
-    cpu: float  # mean cores
-    memory: float  # mean bytes
-    burstiness: float  # coefficient of variation of CPU
-    cpu_limit: float | None = None
-    memory_limit: float | None = None
-
-
-class ProfileError(ValueError):
-    pass
-
-
-def _quantity(value: str, what: str) -> float:
-    try:
-        q = Quantity.parse(value.strip(), field=what)
-    except ValueError as exc:
-        raise ProfileError(str(exc)) from None
-    if q.sign() < 0:
-        raise ProfileError(f"{what}: must not be negative, got {value!r}")
-    return q.as_float()
-
-
-def usage_profile(pod: Mapping[str, Any], params: SimulationParams) -> UsageProfile:
-    """The profile a pod declares, or its defaults. Raises `ProfileError` for an invalid annotation."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    try:
-        requests = pod_requests(pod)
-        limits = pod_limits(pod)
-    except ValueError:
-        requests, limits = {}, {}
-    cpu_limit = limits["cpu"].as_float() if "cpu" in limits else None
-    memory_limit = limits["memory"].as_float() if "memory" in limits else None
-
-    def declared(resource: str, annotation: str, fallback: float) -> float:
-        if annotation in annotations:
-            return _quantity(str(annotations[annotation]), annotation)
-        for source in (requests, limits):
-            if resource in source and not source[resource].is_zero():
-                return source[resource].as_float() * params.usage_fraction
-        return fallback * params.usage_fraction
-
-    burstiness = params.burstiness
-    if ANNOTATION_BURSTINESS in annotations:
-        text = str(annotations[ANNOTATION_BURSTINESS]).strip()
-        try:
-            burstiness = float(text)
-        except ValueError:
-            raise ProfileError(f"{ANNOTATION_BURSTINESS}: not a number: {text!r}") from None
-        if not 0 <= burstiness <= 10:
-            raise ProfileError(f"{ANNOTATION_BURSTINESS}: must be within 0..10, got {text!r}")
-    return UsageProfile(
-        cpu=declared("cpu", ANNOTATION_CPU, FALLBACK_CPU),
-        memory=declared("memory", ANNOTATION_MEMORY, FALLBACK_MEMORY),
-        burstiness=burstiness,
-        cpu_limit=cpu_limit,
-        memory_limit=memory_limit,
-    )
-
-
-def draw_cpu(rng: np.random.Generator, mean: float, cv: float) -> float:
-    """A gamma draw with this mean and coefficient of variation (non-negative, right-skewed like real CPU)."""
-    if mean <= 0:
-        return 0.0
-    if cv <= 0:
-        return mean
-    shape = 1.0 / (cv * cv)
-    return float(rng.gamma(shape, mean / shape))
-
-
-def node_capacity(node: Mapping[str, Any]) -> tuple[float, float]:
-    """(cores, bytes) of a Node: allocatable, else capacity; 0 where absent or invalid."""
-    status = node.get("status") or {}
-    out = []
-    for resource in ("cpu", "memory"):
-        value = (status.get("allocatable") or {}).get(resource) or (status.get("capacity") or {}).get(resource)
-        try:
-            out.append(Quantity.parse(value).as_float() if value is not None else 0.0)
-        except ValueError:
-            out.append(0.0)
-    return out[0], out[1]
-
-
-class SimulatedNodeCollector:
-    """Draws one node's samples (node and pod level) in the agent's internal vocabulary."""
-
-    def __init__(
-        self,
-        node_name: str,
-        pods: Callable[[], Sequence[JSON]],
-        params: SimulationParams,
-        *,
-        cpu: float,
-        memory: float,
-        seed: int | None = None,
-    ) -> None:
-        self.node_name = node_name
-        self._pods = pods
-        self.params = params
-        self.cpu_capacity = cpu
-        self.memory_capacity = memory
-        self._errors = SeriesErrors()
-        self._rng = np.random.default_rng(seed)
-        self._profiles: dict[str, tuple[str, UsageProfile]] = {}  # uid -> (resourceVersion, profile)
-        self._invalid: set[str] = set()  # uids whose bad annotation was logged
-        self._cpu_seconds: dict[str, float] = {}
-        self._node_cpu_seconds = 0.0
-        self._last: float | None = None
-
-    @property
-    def name(self) -> str:
-        return "simulated"
-
-    @property
-    def errors(self) -> SeriesErrors:
-        return self._errors
-
-    def profile(self, pod: JSON) -> UsageProfile:
-        meta = pod.get("metadata") or {}
-        uid = str(meta.get("uid"))
-        version = str(meta.get("resourceVersion", ""))
-        cached = self._profiles.get(uid)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        try:
-            profile = usage_profile(pod, self.params)
-        except ProfileError as exc:
-            if uid not in self._invalid:
-                self._invalid.add(uid)
-                log.warning("pod %s/%s: %s; using the default profile", meta.get("namespace"), meta.get("name"), exc)
-            stripped = {
-                **pod,
-                "metadata": {
-                    **meta,
-                    "annotations": {
-                        k: v
-                        for k, v in (meta.get("annotations") or {}).items()
-                        if k not in (ANNOTATION_CPU, ANNOTATION_MEMORY, ANNOTATION_BURSTINESS)
-                    },
-                },
-            }
-            profile = usage_profile(stripped, self.params)
-            self._errors.record(SeriesErrors.GARBAGE)
-        self._profiles[uid] = (version, profile)
-        return profile
-
-    def collect(self, now: float) -> list[Sample]:
-        dt = self._elapsed(now)
-        rng = self._rng
-        pods = [p for p in self._pods() if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        uids: list[str] = []
-        cpus: list[float] = []
-        mems: list[float] = []
-        for pod in pods:
-            uid = str((pod.get("metadata") or {}).get("uid") or "")
-            if not uid:
-                continue
-            prof = self.profile(pod)
-            cpu = draw_cpu(rng, prof.cpu, prof.burstiness)
-            if prof.cpu_limit is not None:
-                cpu = min(cpu, prof.cpu_limit)
-            mem = prof.memory * (1.0 + rng.normal(0.0, MEMORY_JITTER * (1.0 + prof.burstiness)))
-            mem = max(mem, 0.0)
-            if prof.memory_limit is not None:
-                mem = min(mem, prof.memory_limit)
-            uids.append(uid)
-            cpus.append(cpu)
-            mems.append(mem)
-        capacity = self.cpu_capacity or float("inf")
-        total_cpu = sum(cpus)
-        if total_cpu > capacity:  # the node cannot give out more CPU than it has
-            scale = capacity / total_cpu
-            cpus = [c * scale for c in cpus]
-            total_cpu = capacity
-        system_cpu = draw_cpu(rng, self.params.system_cpu, self.params.node_noise)
-        node_cpu = min(total_cpu + system_cpu, capacity)
-        system_mem = self.params.system_memory * max(1.0 + rng.normal(0.0, self.params.node_noise / 4), 0.0)
-        total_mem = sum(mems)
-        mem_capacity = self.memory_capacity or float("inf")
-        node_mem = min(total_mem + system_mem, mem_capacity)
-
-        out: list[Sample] = []
-        seen = set(uids)
-        for uid, cpu, mem in zip(uids, cpus, mems, strict=True):
-            seconds = self._cpu_seconds.get(uid, 0.0) + cpu * dt
-            self._cpu_seconds[uid] = seconds
-            out.append(Sample(SeriesKey(CPU_USAGE_SECONDS, uid), seconds, Kind.COUNTER, uid))
-            out.append(Sample(SeriesKey(MEMORY_ANON_USAGE_BYTES, uid), mem))
-            out.append(Sample(SeriesKey(MEMORY_WORKING_SET_BYTES, uid), mem * 1.05))
-        for gone in self._cpu_seconds.keys() - seen:
-            del self._cpu_seconds[gone]
-            self._profiles.pop(gone, None)
-        self._node_cpu_seconds += node_cpu * dt
-        out.append(Sample(SeriesKey(NODE_CPU_USAGE_SECONDS), self._node_cpu_seconds, Kind.COUNTER))
-        if self.cpu_capacity:
-            out.append(Sample(SeriesKey(NODE_CPU_CAPACITY_CORES), self.cpu_capacity))
-        if self.memory_capacity:
-            out.append(Sample(SeriesKey(NODE_MEMORY_TOTAL_BYTES), self.memory_capacity))
-            cache = PAGE_CACHE_SHARE * max(self.memory_capacity - node_mem, 0.0)
-            out.append(Sample(SeriesKey(NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES), node_mem + cache))
-        out.append(Sample(SeriesKey(NODE_MEMORY_USAGE_BYTES), node_mem))
-        return out
-
-    def _elapsed(self, now: float) -> float:
-        """Seconds since the previous cycle (the counters advance by usage x elapsed time)."""
-        last, self._last = self._last, now
-        return max(now - last, 0.0) if last is not None else 0.0
 
 
 def node_selected(node: Mapping[str, Any], annotation: str) -> bool:
@@ -322,9 +67,7 @@ def node_selected(node: Mapping[str, Any], annotation: str) -> bool:
 class SimulatedNode:
     name: str
     collector: SimulatedNodeCollector
-    sampler: Sampler
-    reporter: NodeReporter
-    publisher: NodeMetricPublisher | None = None
+    pipeline: NodePipeline
     task: asyncio.Task[None] | None = None
 
 
@@ -336,7 +79,6 @@ class Simulation:
         self.http = http
         self._own_http = http is None
         self.params = SimulationParams.from_settings(settings)
-        self.policy: ReportPolicy = base_policy(settings)
         self.nodes: dict[str, SimulatedNode] = {}
         self.pods = PodIndex()
         self.timings = AgentTimings()
@@ -346,7 +88,9 @@ class Simulation:
         seed = settings.simulate_seed
         self._random = random.Random(seed)
         self._seed = seed
-        self.loop = SamplingLoop(lambda: [n.sampler for n in self.nodes.values()], settings.collect_interval_seconds)
+        self.loop = SamplingLoop(
+            lambda: [n.pipeline.sampler for n in self.nodes.values()], settings.collect_interval_seconds
+        )
         self._summary: asyncio.TimerHandle | None = None
 
     # -- nodes ---------------------------------------------------------------------------------------------
@@ -368,40 +112,19 @@ class Simulation:
         collector = SimulatedNodeCollector(
             name, lambda: self.pods.objects(name), self.params, cpu=cpu, memory=memory, seed=seed
         )
-        sampler = Sampler([collector], interval=s.collect_interval_seconds, windows=(self.policy.retention_seconds,))
-        reporter = NodeReporter(
-            name,
-            ring=lambda: sampler.ring,
-            base_policy=self.policy,
-            pods=lambda: self.pods.infos(name),
-            on_policy_change=lambda p: self._policy_changed(name, p),
-            min_aggregate_seconds=s.spec_min_aggregate_duration_seconds,
-            min_report_seconds=s.spec_min_report_interval_seconds,
-        )
-        state = self.nodes[name] = SimulatedNode(name, collector, sampler, reporter)
+        pipeline = NodePipeline.from_settings(name, [collector], s, lambda: self.pods.infos(name))
+        state = self.nodes[name] = SimulatedNode(name, collector, pipeline)
         if s.publish and self.http is not None and self.cache is not None:
-            state.publisher = NodeMetricPublisher(
+            report_interval = pipeline.reporter.policy.report_interval_seconds
+            publisher = pipeline.attach_publisher(
                 self.http,
-                name,
-                lambda: self._status(state),
-                interval=lambda: reporter.policy.report_interval_seconds,
-                limiter=TokenBucket(s.publish_qps, s.publish_burst),
-                cache=self.cache,
-                create=s.create_nodemetric,
-                retry_initial_seconds=s.retry_initial_seconds,
-                retry_max_seconds=s.retry_max_seconds,
-                request_timeout_seconds=s.request_timeout_seconds,
+                self.cache,
+                s,
                 # spread the first writes over one interval instead of all nodes at once
-                initial_delay_seconds=reporter.policy.report_interval_seconds * (0.5 + 0.5 * self._random.random()),
+                initial_delay_seconds=report_interval * (0.5 + 0.5 * self._random.random()),
                 rng=random.Random(self._random.random()),
             )
-            if s.follow_nodemetric_spec:
-                self.cache.listen(name, spec_listener(reporter.apply_spec))
-                existing_obj = self.cache.get(name)
-                if existing_obj is not None:
-                    reporter.apply_spec(existing_obj.get("spec"))
-            self.cache.listen(name, state.publisher.on_object)
-            state.task = asyncio.ensure_future(state.publisher.run())
+            state.task = asyncio.ensure_future(publisher.run())
             state.task.set_name(f"publisher {name}")
             state.task.add_done_callback(log_crash)
         log.debug("simulating node %s (%g cores, %d bytes)", name, cpu, int(memory))
@@ -429,32 +152,23 @@ class Simulation:
         pods = sum(len(self.pods.refs(n)) for n in self.nodes)
         log.info("simulating %d nodes with %d pods", len(self.nodes), pods)
 
-    def _policy_changed(self, name: str, policy: ReportPolicy) -> None:
-        state = self.nodes.get(name)
-        if state is None:
-            return
-        state.sampler.ensure_retention(policy.retention_seconds)
-        if state.publisher is not None:
-            state.publisher.wake()
-
-    def _status(self, state: SimulatedNode) -> dict[str, Any]:
-        agg = state.reporter.aggregate(time.monotonic())
-        return build_status(agg, self.pods.infos(state.name)).to_wire()
-
     # -- export --------------------------------------------------------------------------------------------
     async def refresh_export(self) -> None:
         started = time.perf_counter()
-        inputs = []
         now = time.monotonic()
-        for state in list(self.nodes.values()):
-            agg = state.reporter.aggregate(now)
-            inputs.append(ExportInput(raw=list(state.sampler.last_samples), aggregates=agg, pods={}, node=state.name))
+        inputs = [
+            state.pipeline.export_input(state.pipeline.aggregate(now), node_label=state.name)
+            for state in list(self.nodes.values())
+        ]
         self.timings.aggregation_seconds = time.perf_counter() - started
         if self.exporter is not None:
             self.exporter.update(await asyncio.to_thread(render_timed, inputs, self.timings))
 
+    def _render_raw(self) -> bytes:
+        return b"".join(state.pipeline.render_raw(node_label=state.name) for state in list(self.nodes.values()))
+
     def _self_metrics(self) -> str:
-        states = [NodeSelfState(n.name, n.sampler, n.publisher) for n in self.nodes.values()]
+        states = [n.pipeline.self_state() for n in self.nodes.values()]
         return render_self(states, self.timings, "simulate", per_node=True)
 
     def _healthy(self) -> tuple[bool, str]:
@@ -488,7 +202,12 @@ class Simulation:
         self.pod_reflector.add_handler(self.pods.handle)
         if s.metrics_enabled:
             self.exporter = Exporter(
-                s.metrics_address, s.metrics_port, live=self._self_metrics, health=self._healthy, ready=self._ready
+                s.metrics_address,
+                s.metrics_port,
+                live=self._self_metrics,
+                health=self._healthy,
+                ready=self._ready,
+                raw=self._render_raw,
             )
             await self.exporter.start()
         log.info(
@@ -496,7 +215,7 @@ class Simulation:
             s.simulate_node_selector,
             s.simulate_node_annotation,
             s.collect_interval_seconds,
-            self.policy.describe(),
+            base_policy(s).describe(),
         )
         if self.cache is not None:
             self._spawn(self.cache.run(), "nodemetric watch")

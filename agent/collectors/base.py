@@ -1,7 +1,7 @@
 """The collector interface and per-collector bookkeeping (node_exporter's duration/success pattern).
 
-A collector reads one source (procfs, cgroups, NVML, sysfs) and returns raw `Sample`s: gauges as they
-are, counters cumulative (the sampler turns them into rates). It must not raise for one bad series: it
+A collector reads one source (procfs, cgroups, NVML, sysfs) and returns one `SampleBlock` per cycle: gauges as
+they are, counters cumulative (the sampler turns them into rates). It must not raise for one bad series: it
 skips that series and tallies the reason in `errors`. Raising means the whole source failed this cycle.
 """
 
@@ -12,9 +12,12 @@ import inspect
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from agent.series import Sample
+from agent.series import BlockLayout, SampleBlock
+
+if TYPE_CHECKING:
+    from agent.collectors.devices import Device
 
 
 class SeriesErrors:
@@ -53,7 +56,9 @@ def classify_os_error(exc: OSError) -> str:
 
 @runtime_checkable
 class Collector(Protocol):
-    """`collect(now)` may be sync or async; `now` is the monotonic time the cycle stamps its samples with."""
+    """`collect(now)` may be sync or async; `now` is the monotonic time the cycle stamps its samples with.
+    `devices` are the devices seen at the last inventory (GPUs, RDMA ports; empty for the rest), replaced as
+    a whole so any thread may read it; `close` releases files, threads and libraries."""
 
     @property
     def name(self) -> str: ...
@@ -61,7 +66,19 @@ class Collector(Protocol):
     @property
     def errors(self) -> SeriesErrors: ...
 
-    def collect(self, now: float) -> Sequence[Sample] | Awaitable[Sequence[Sample]]: ...
+    @property
+    def devices(self) -> Sequence[Device]: ...
+
+    def collect(self, now: float) -> SampleBlock | Awaitable[SampleBlock]: ...
+
+    def close(self) -> None: ...
+
+
+EMPTY_BLOCK_LAYOUT = BlockLayout((), (), ())
+
+
+def empty_block() -> SampleBlock:
+    return SampleBlock(EMPTY_BLOCK_LAYOUT, [])
 
 
 @dataclass
@@ -80,8 +97,8 @@ class CollectorStats:
     series_errors: dict[str, int] = field(default_factory=dict)
 
 
-async def run_collector(collector: Collector, stats: CollectorStats, now: float) -> Sequence[Sample]:
-    """Run one collection with bookkeeping. Never raises for a collector failure: returns no samples."""
+async def run_collector(collector: Collector, stats: CollectorStats, now: float) -> SampleBlock:
+    """Run one collection with bookkeeping. Never raises for a collector failure: returns an empty block."""
     started = time.perf_counter()
     try:
         result = collector.collect(now)
@@ -90,7 +107,7 @@ async def run_collector(collector: Collector, stats: CollectorStats, now: float)
         stats.failures += 1
         stats.last_success = False
         stats.last_error = f"{type(exc).__name__}: {exc}"
-        samples = ()
+        samples = empty_block()
     else:
         stats.last_success = True
         stats.last_success_unix = time.time()

@@ -31,6 +31,7 @@ from pathlib import Path
 from agent.collectors.base import SeriesErrors, classify_os_error
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, CgroupVersion, detect_layout
 from agent.collectors.cgroup_stats import parse_cfs_quota, parse_cpu_stat, parse_int, parse_memory_stat, working_set
+from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import PodRef, split_container_id, valid_pod_uid
 from agent.collectors.psi import PsiKeys, psi_values
@@ -45,7 +46,6 @@ from agent.series import (
     PSI_RESOURCES,
     BlockLayout,
     Kind,
-    Sample,
     SampleBlock,
     SeriesKey,
 )
@@ -122,6 +122,9 @@ class _Target:
     files: _Files | None = None
     quota_checked: float = -math.inf  # cycle time cfs_quota was last read (v1)
     unlimited: bool = False  # v1: cfs_quota was -1 then, so cpu.stat is not read
+
+
+_NO_SERIES = BlockLayout((), (), ())
 
 
 class CgroupCollector:
@@ -282,10 +285,14 @@ class CgroupCollector:
         return target.rel is not None
 
     # ------------------------------------------------------------------ collection
-    def collect(self, now: float) -> Sequence[Sample]:
+    @property
+    def devices(self) -> Sequence[Device]:
+        return ()
+
+    def collect(self, now: float) -> SampleBlock:
         layout = self._ensure_layout()
         if layout is None:
-            return []  # no kubepods hierarchy (yet): nothing to report is not a failure
+            return SampleBlock(_NO_SERIES, [])  # no kubepods hierarchy (yet): nothing to report is not a failure
         self._refresh_targets(layout, self._pods())
         block = self._block
         values = [MISSING] * len(block)

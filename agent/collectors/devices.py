@@ -1,6 +1,7 @@
 """Identity of the devices behind device series, and how their series become NodeMetric `devices[]` entries.
 
-Device collectors (GPU, InfiniBand) expose `devices`: the devices seen at their last inventory. Each
+Every collector exposes `devices` (`agent.collectors.base.Collector`; GPU and InfiniBand have some): the
+devices seen at its last inventory. Each
 `Device` says which series (by metric name; the series key is `SeriesKey(metric, pod_uid, "", device.id)`)
 feed which resource of Koordinator's `DeviceInfo.resources`, and how a stored value (base units: ratios in
 0..1, bytes, bytes/s) becomes the integer Koordinator writes. The report aggregates the series as it likes
@@ -11,9 +12,8 @@ knows about windows.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
 
 from agent.series import SeriesKey
 from common.api.nodemetric import DeviceInfo, DeviceTopology
@@ -57,14 +57,6 @@ class Device:
 
     def key(self, metric: str, pod: str = "") -> SeriesKey:
         return SeriesKey(metric, pod, "", self.id)
-
-
-@runtime_checkable
-class DeviceSource(Protocol):
-    """A collector that knows devices. `devices` is replaced as a whole, so reading it from any thread is safe."""
-
-    @property
-    def devices(self) -> Sequence[Device]: ...
 
 
 def device_info(device: Device, value_of: Callable[[SeriesKey], float | None], pod: str = "") -> DeviceInfo | None:

@@ -57,7 +57,7 @@ from agent.collectors.base import SeriesErrors
 from agent.collectors.devices import DEVICE_TYPE_GPU, Device, DeviceResource
 from agent.collectors.pid_pods import PidPodResolver
 from agent.collectors.worker import BlockingWorker
-from agent.series import Sample, SeriesKey
+from agent.series import BlockBuilder, Sample, SampleBlock, SeriesKey, block_of
 from common.api.constants import GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO
 
 log = logging.getLogger("loadline.agent.gpu")
@@ -145,6 +145,7 @@ class GpuCollector:
         self._timeout = call_timeout
         self._wall_clock = wall_clock  # NVML stamps process samples with CPU wall-clock microseconds
         self._errors = SeriesErrors()
+        self._builder = BlockBuilder()  # used on the event loop only
         self._worker = BlockingWorker("loadline-nvml")
         self._pid_pods = PidPodResolver(str(proc_root))
         # Everything below is touched only on the worker thread, one call at a time; `collect` reads
@@ -173,12 +174,13 @@ class GpuCollector:
         """True while NVML is initialised and at least one GPU was found."""
         return self._nvml is not None
 
-    async def collect(self, now: float) -> Sequence[Sample]:
+    async def collect(self, now: float) -> SampleBlock:
         if self._worker.busy:
             raise RuntimeError("an earlier NVML call is still running")
         if self._nvml is None and now < self._next_attempt:
-            return ()  # off: no GPU here is normal, not a failure
-        return await self._worker.run(self._collect_blocking, now, wait_seconds=self._timeout)
+            return block_of((), self._builder)  # off: no GPU here is normal, not a failure
+        samples = await self._worker.run(self._collect_blocking, now, wait_seconds=self._timeout)
+        return block_of(samples, self._builder)
 
     def close(self) -> None:
         if self._nvml is not None and not self._worker.busy:

@@ -29,7 +29,8 @@ Units and counter rules:
 - IBA counters saturate instead of wrapping. A data or packet counter reading all ones (2^32-1 or 2^64-1)
   is a fault, not zero traffic: that sample is dropped (no raw counter, no rate) and counted as garbage,
   and the rate restarts from a fresh baseline once the counter reads normally again (after a reset).
-- Rates come from `agent.store.rates.CounterRates` on the cycle's monotonic time: first sample no rate,
+- Rates are the sampler's (`agent.store.rates`, each counter's block slot names its rate's key), on the
+  cycle's monotonic time: first sample no rate,
   a counter going backwards (reset, `perfquery -R`, driver reload) drops that sample, a gap of more than
   3x the interval drops it, and a rate above twice the port's link rate (or 400 GB/s when it has none) is
   dropped as garbage.
@@ -66,8 +67,7 @@ from agent.collectors.base import SeriesErrors, classify_os_error
 from agent.collectors.devices import DEVICE_TYPE_RDMA, Device, DeviceResource
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.ib_sysfs import parse_counter, parse_rate, parse_state, pci_address, port_netdevs, uverbs_minor
-from agent.series import Kind, Sample, SeriesKey
-from agent.store.rates import CounterRates
+from agent.series import BlockBuilder, Kind, SampleBlock, SeriesKey
 
 log = logging.getLogger("loadline.agent.infiniband")
 
@@ -210,6 +210,10 @@ class _Port:
     status: tuple[str, str, str] = ("", "", "")  # state, physical state, rate text: device labels
     active: bool = False
     saturated: set[str] = field(default_factory=set)  # files already reported as saturated
+    stuck: set[str] = field(default_factory=set)  # files reading saturated now
+    # Per counter file, bumped when it reads normally again after saturating: its source for the sampler's
+    # rates, so the reading after the reset starts from a fresh baseline.
+    epochs: dict[str, int] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -221,14 +225,13 @@ class InfinibandCollector:
         self,
         sysfs_root: str | Path = "/sys",
         *,
-        interval: float = 1.0,
         rescan_seconds: float = 60.0,
         reader: PseudoFileReader | None = None,
     ) -> None:
         self._class_dir = f"{str(sysfs_root).rstrip('/')}/class/infiniband"
         self._rescan_seconds = rescan_seconds
         self._reader = reader or PseudoFileReader()
-        self._rates = CounterRates(interval)
+        self._builder = BlockBuilder()
         self._errors = SeriesErrors()
         self._ports: list[_Port] = []
         self._devices: tuple[Device, ...] = ()
@@ -253,16 +256,16 @@ class InfinibandCollector:
     def close(self) -> None:
         self._reader.close()
 
-    def collect(self, now: float) -> Sequence[Sample]:
+    def collect(self, now: float) -> SampleBlock:
         if now >= self._rescan_at:
             self._scan(now)
-        out: list[Sample] = []
+        out = self._builder
         changed = False
         for port in self._ports:
             changed |= self._collect_port(port, now, out)
         if changed:
             self._devices = tuple(_device(p) for p in self._ports)
-        return out
+        return out.finish()
 
     # ------------------------------------------------------------------ discovery
     def _scan(self, now: float) -> None:
@@ -314,6 +317,7 @@ class InfinibandCollector:
             previous = old.get(port.id)
             if previous is not None:
                 port.saturated = previous.saturated
+                port.epochs, port.stuck = previous.epochs, previous.stuck
             ports.append(port)
         return ports
 
@@ -376,7 +380,7 @@ class InfinibandCollector:
                 self._rescan_at = now  # a port or HCA went away (driver reload): look again next cycle
             return None
 
-    def _collect_port(self, port: _Port, now: float, out: list[Sample]) -> bool:
+    def _collect_port(self, port: _Port, now: float, out: BlockBuilder) -> bool:
         """Read one port; returns True if its device identity (state, rate) changed."""
         state, phys, rate_text = port.status
         data = self._read(f"{port.directory}/state", now)
@@ -386,7 +390,7 @@ class InfinibandCollector:
             except ValueError:
                 self._errors.record(SeriesErrors.GARBAGE)
             else:
-                out.append(Sample(port.state_key, float(state_id)))
+                out.add(port.state_key, float(state_id))
         data = self._read(f"{port.directory}/phys_state", now)
         if data is not None:
             try:
@@ -394,7 +398,7 @@ class InfinibandCollector:
             except ValueError:
                 self._errors.record(SeriesErrors.GARBAGE)
             else:
-                out.append(Sample(port.phys_key, float(phys_id)))
+                out.add(port.phys_key, float(phys_id))
         data = self._read(f"{port.directory}/rate", now)
         if data is not None:
             try:
@@ -403,7 +407,7 @@ class InfinibandCollector:
                 self._errors.record(SeriesErrors.GARBAGE)
             else:
                 rate_text = data.decode("ascii", "replace").strip()
-                out.append(Sample(port.rate_key, port.link_bytes_per_second))
+                out.add(port.rate_key, port.link_bytes_per_second)
 
         link = port.link_bytes_per_second
         max_bytes = 2 * link if link else _FALLBACK_MAX_BYTES_PER_SECOND
@@ -419,13 +423,17 @@ class InfinibandCollector:
             if counter.rate is not None and value in _SATURATED:
                 self._saturated(port, counter)
                 continue
+            if counter.path in port.stuck:
+                port.stuck.discard(counter.path)
+                port.epochs[counter.path] = port.epochs.get(counter.path, 0) + 1  # reset: a fresh baseline
             total = float(value * counter.scale)
-            out.append(Sample(counter.total, total, Kind.COUNTER))
-            if counter.rate is not None:
-                cap = max_bytes if counter.bytes else max_bytes / 8
-                rate = self._rates.update(counter.rate, total, now, max_rate=cap)
-                if rate is not None:
-                    out.append(Sample(counter.rate, rate))
+            if counter.rate is None:
+                out.add(counter.total, total, Kind.COUNTER)
+                continue
+            cap = max_bytes if counter.bytes else max_bytes / 8
+            epoch = port.epochs.get(counter.path)
+            source = str(epoch) if epoch is not None else ""
+            out.add(counter.total, total, Kind.COUNTER, source, rate=counter.rate, max_rate=cap)
 
         status = (state, phys, rate_text)
         if status == port.status:
@@ -436,8 +444,7 @@ class InfinibandCollector:
 
     def _saturated(self, port: _Port, counter: _CounterFile) -> None:
         self._errors.record(SeriesErrors.GARBAGE)
-        assert counter.rate is not None
-        self._rates.forget(counter.rate)  # a later, reset counter starts from a fresh baseline
+        port.stuck.add(counter.path)
         if counter.path not in port.saturated:
             port.saturated.add(counter.path)
             log.warning(

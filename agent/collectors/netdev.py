@@ -30,10 +30,11 @@ Series (`device` = interface name), node_exporter's names:
       node_network_mtu_bytes, node_network_speed_bytes (bytes/s from /sys/class/net/<if>/speed; left out
       when the driver does not know it)
 
-Rates use `agent.store.rates.CounterRates` (first sample no rate, backwards drops a sample, stalls over
-3x the interval drop it); an interface whose ifindex changes (deleted and re-created under the same name)
-restarts from a fresh baseline. Rates above 1 TB/s or 10^10 packets/s are dropped as garbage; link speed is
-not used as a bound because virtual links report fictional speeds (tun 10 Mb/s, veth 10 Gb/s).
+Rates are the sampler's (`agent.store.rates`: first sample no rate, backwards drops a sample, stalls over
+3x the interval drop it): each rated counter's block slot names its rate's key; an interface whose ifindex
+changes (deleted and re-created under the same name) gets a new source, so it restarts from a fresh
+baseline. Rates above 1 TB/s or 10^10 packets/s are dropped as garbage; link speed is not used as a bound
+because virtual links report fictional speeds (tun 10 Mb/s, veth 10 Gb/s).
 
 Pod-side interfaces (veth peers, Calico `cali*`, Cilium `lxc*`, cloud CNIs' `eni*`/`gke*`/`azv*`) are
 left out by default: they grow with the pod count and duplicate the pods' traffic on the host side.
@@ -53,10 +54,10 @@ from pathlib import Path
 from typing import Final
 
 from agent.collectors.base import SeriesErrors
+from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.worker import BlockingWorker
-from agent.series import Kind, Sample, SeriesKey
-from agent.store.rates import CounterRates
+from agent.series import BlockBuilder, Kind, SampleBlock, SeriesKey
 
 log = logging.getLogger("loadline.agent.netdev")
 
@@ -87,12 +88,12 @@ _COLUMNS = 16
 _FIELDS: Final = (
     (0, NET_RECEIVE_BYTES_TOTAL, NET_RECEIVE_BYTES_PER_SECOND, 1e12),
     (1, NET_RECEIVE_PACKETS_TOTAL, NET_RECEIVE_PACKETS_PER_SECOND, 1e10),
-    (2, NET_RECEIVE_ERRS_TOTAL, None, None),
-    (3, NET_RECEIVE_DROP_TOTAL, None, None),
+    (2, NET_RECEIVE_ERRS_TOTAL, None, math.inf),
+    (3, NET_RECEIVE_DROP_TOTAL, None, math.inf),
     (8, NET_TRANSMIT_BYTES_TOTAL, NET_TRANSMIT_BYTES_PER_SECOND, 1e12),
     (9, NET_TRANSMIT_PACKETS_TOTAL, NET_TRANSMIT_PACKETS_PER_SECOND, 1e10),
-    (10, NET_TRANSMIT_ERRS_TOTAL, None, None),
-    (11, NET_TRANSMIT_DROP_TOTAL, None, None),
+    (10, NET_TRANSMIT_ERRS_TOTAL, None, math.inf),
+    (11, NET_TRANSMIT_DROP_TOTAL, None, math.inf),
 )
 
 
@@ -229,12 +230,13 @@ class _Interface:
     """Precomputed keys of one interface (built when it first shows up)."""
 
     name: str
-    counters: tuple[tuple[int, SeriesKey, SeriesKey | None, float | None], ...]
+    counters: tuple[tuple[int, SeriesKey, SeriesKey | None, float], ...]
     up: SeriesKey
     carrier: SeriesKey
     mtu: SeriesKey
     speed: SeriesKey
     ifindex: int | None = None
+    source: str = ""  # the counters' identity for the sampler's rates: changes when the link is re-created
 
 
 class NetdevCollector:
@@ -243,7 +245,6 @@ class NetdevCollector:
         proc_root: str | Path = "/proc",
         sysfs_root: str | Path = "/sys",
         *,
-        interval: float = 1.0,
         inventory_seconds: float = 30.0,
         exclude: str | None = DEFAULT_EXCLUDE,
         exclude_kinds: Collection[str] = DEFAULT_EXCLUDE_KINDS,
@@ -257,7 +258,7 @@ class NetdevCollector:
         self._exclude_kinds = frozenset(exclude_kinds)
         self._list_links = list_links or partial(netlink_links if netlink else sysfs_links, str(sysfs_root))
         self._reader = reader or PseudoFileReader()
-        self._rates = CounterRates(interval)
+        self._builder = BlockBuilder()
         self._errors = SeriesErrors()
         self._worker = BlockingWorker("loadline-netlink")
         self._pending: Future[list[LinkInfo]] | None = None
@@ -284,6 +285,10 @@ class NetdevCollector:
         return tuple(self._links.values())
 
     @property
+    def devices(self) -> Sequence[Device]:
+        return ()
+
+    @property
     def inventory_pending(self) -> bool:
         return self._pending is not None
 
@@ -291,16 +296,16 @@ class NetdevCollector:
         self._reader.close()
         self._worker.close()
 
-    def collect(self, now: float) -> Sequence[Sample]:
+    def collect(self, now: float) -> SampleBlock:
+        out = self._builder
         try:
             data = self._reader.read(self._path)
         except FileNotFoundError:
-            return []  # a proc root without net/ (not a real procfs): nothing to report, no inventory either
+            return out.finish()  # a proc root without net/ (not a real procfs): nothing to report, no inventory
         except OSError as exc:
             self._errors.record_os_error(exc)
             raise
         self._poll_inventory(now)
-        out: list[Sample] = []
         seen: set[bytes] = set()
         excluded: set[bytes] = set()
         was_excluded = self._excluded_names
@@ -322,28 +327,22 @@ class NetdevCollector:
                 self._errors.record(SeriesErrors.GARBAGE)
                 continue
             seen.add(raw_name)
-            self._emit(iface, values, now, out)
+            source = iface.source
+            for column, total_key, rate_key, cap in iface.counters:
+                out.add(total_key, float(values[column]), Kind.COUNTER, source, rate=rate_key, max_rate=cap)
             link = self._links.get(iface.name)
             if link is not None:
-                out.append(Sample(iface.up, 1.0 if link.operstate == "UP" else 0.0))
+                out.add(iface.up, 1.0 if link.operstate == "UP" else 0.0)
                 if link.carrier is not None:
-                    out.append(Sample(iface.carrier, float(link.carrier)))
+                    out.add(iface.carrier, float(link.carrier))
                 if link.mtu is not None:
-                    out.append(Sample(iface.mtu, float(link.mtu)))
+                    out.add(iface.mtu, float(link.mtu))
                 if link.speed_bytes_per_second is not None:
-                    out.append(Sample(iface.speed, link.speed_bytes_per_second))
+                    out.add(iface.speed, link.speed_bytes_per_second)
         self._excluded_names = excluded
         for gone in self._interfaces.keys() - seen:
-            self._forget(gone)
-        return out
-
-    def _emit(self, iface: _Interface, values: tuple[int, ...], now: float, out: list[Sample]) -> None:
-        update = self._rates.update
-        for column, total_key, rate_key, cap in iface.counters:
-            value = float(values[column])
-            out.append(Sample(total_key, value, Kind.COUNTER))
-            if rate_key is not None and (rate := update(rate_key, value, now, max_rate=cap)) is not None:
-                out.append(Sample(rate_key, rate))
+            del self._interfaces[gone]
+        return out.finish()
 
     def _new_interface(self, raw_name: bytes) -> _Interface | None:
         name = raw_name.decode("ascii")
@@ -369,12 +368,6 @@ class NetdevCollector:
             return True
         link = self._links.get(name)
         return link is not None and link.kind in self._exclude_kinds
-
-    def _forget(self, raw_name: bytes) -> None:
-        iface = self._interfaces.pop(raw_name)
-        for _, _, rate_key, _ in iface.counters:
-            if rate_key is not None:
-                self._rates.forget(rate_key)
 
     # ------------------------------------------------------------------ inventory (netlink, background)
     def _poll_inventory(self, now: float) -> None:
@@ -406,8 +399,7 @@ class NetdevCollector:
             if link is None:
                 continue
             if iface.ifindex is not None and iface.ifindex != link.index:
-                self._forget(raw_name)  # re-created under the same name: its counters restarted
-                continue
+                iface.source = str(link.index)  # re-created under the same name: its counters restarted
             iface.ifindex = link.index
             if link.kind in self._exclude_kinds:
-                self._forget(raw_name)  # excluded from the next cycle on
+                del self._interfaces[raw_name]  # excluded from the next cycle on

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.collectors.base import SeriesErrors
+from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.psi import PsiKeys, parse_psi, psi_samples
 from agent.series import (
@@ -28,9 +29,12 @@ from agent.series import (
     NODE_MEMORY_USAGE_BYTES,
     NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
     PSI_RESOURCES,
+    BlockBuilder,
     Kind,
     Sample,
+    SampleBlock,
     SeriesKey,
+    block_of,
 )
 
 # Positions in the `cpu` line after the label: user nice system idle iowait irq softirq steal guest guest_nice
@@ -109,6 +113,7 @@ class NodeCollector:
         self._hz = clock_ticks or os.sysconf("SC_CLK_TCK")
         self._reader = reader or PseudoFileReader()
         self._errors = SeriesErrors()
+        self._builder = BlockBuilder()
         self._prev_busy: tuple[int, ...] | None = None
         self._busy_ticks = 0  # synthesized, never decreasing
         self._psi_absent: set[str] = set()
@@ -122,7 +127,14 @@ class NodeCollector:
     def errors(self) -> SeriesErrors:
         return self._errors
 
-    def collect(self, now: float) -> Sequence[Sample]:
+    @property
+    def devices(self) -> Sequence[Device]:
+        return ()
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def collect(self, now: float) -> SampleBlock:
         samples: list[Sample] = []
         failed_before = self._errors.total
         self._collect_cpu(samples)
@@ -130,7 +142,7 @@ class NodeCollector:
         self._collect_psi(samples)
         if not samples and self._errors.total > failed_before:
             raise RuntimeError(f"nothing readable under {self._root}")
-        return samples
+        return block_of(samples, self._builder)
 
     def _read(self, name: str) -> bytes | None:
         try:

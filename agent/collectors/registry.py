@@ -62,13 +62,13 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     CollectorSpec("gpu", lambda c: GpuCollector(c.proc_root), True, "GPU per device and pod via NVML"),
     CollectorSpec(
         "infiniband",
-        lambda c: InfinibandCollector(c.sys_root, interval=c.interval),
+        lambda c: InfinibandCollector(c.sys_root),
         True,
         "InfiniBand/RoCE ports from sysfs",
     ),
     CollectorSpec(
         "netdev",
-        lambda c: NetdevCollector(c.proc_root, c.sys_root, interval=c.interval),
+        lambda c: NetdevCollector(c.proc_root, c.sys_root),
         True,
         "network rates and links",
     ),

@@ -1,9 +1,10 @@
-"""Cumulative counter -> per-second rate, with the rules that keep rates sane on real nodes.
+"""Cumulative counter -> per-second rate for the counter slots of a block layout, with the rules that keep rates
+sane on real nodes (the agent's only rate engine: `agent.sampler` runs it for every collector).
 
 - The first sample of a series (or of a new source: a restarted container is a new counter) only sets the
   baseline; it yields no rate.
 - A counter that goes backwards (reset, wrap, driver reload, cgroup recreated) drops that one sample and
-  becomes the new baseline; a rate is never negative. An optional `max_rate` drops implausibly large
+  becomes the new baseline; a rate is never negative. A per-slot `max_rate` drops implausibly large
   rates (e.g. a counter reset and refilled within one interval).
 - Time deltas come from the caller's monotonic clock. A sample arriving more than `max_gap_factor` x the
   nominal interval after the previous one (agent stalled, CPU starvation, suspend) is dropped instead of
@@ -12,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
@@ -21,13 +23,6 @@ import numpy.typing as npt
 F64 = npt.NDArray[np.float64]
 
 DEFAULT_MAX_GAP_FACTOR = 3.0
-
-
-@dataclass(slots=True)
-class _Last:
-    value: float
-    time: float
-    source: str
 
 
 @dataclass(slots=True)
@@ -41,67 +36,26 @@ class RateDrops:
     too_large: int = 0
 
 
-class CounterRates:
-    def __init__(self, interval: float, *, max_gap_factor: float = DEFAULT_MAX_GAP_FACTOR) -> None:
-        if interval <= 0:
-            raise ValueError("interval must be positive")
-        self.interval = interval
-        self.max_gap = max_gap_factor * interval
-        self._last: dict[Hashable, _Last] = {}
-        self.drops = RateDrops()
-
-    def __len__(self) -> int:
-        return len(self._last)
-
-    def update(
-        self, key: Hashable, value: float, now: float, source: str = "", *, max_rate: float | None = None
-    ) -> float | None:
-        """Feed one cumulative reading taken at monotonic time `now`; return the rate or None."""
-        last = self._last.get(key)
-        if last is None or last.source != source:
-            self._last[key] = _Last(value, now, source)
-            self.drops.first += 1
-            return None
-        elapsed = now - last.time
-        if elapsed <= 0:
-            self.drops.not_advanced += 1
-            return None  # keep the older baseline; a duplicate reading carries no information
-        previous = last.value
-        last.value, last.time = value, now
-        if elapsed > self.max_gap:
-            self.drops.stall += 1
-            return None
-        if value < previous:
-            self.drops.reset += 1
-            return None
-        rate = (value - previous) / elapsed
-        if max_rate is not None and rate > max_rate:
-            self.drops.too_large += 1
-            return None
-        return rate
-
-    def forget(self, key: Hashable) -> None:
-        self._last.pop(key, None)
-
-    def prune(self, older_than: float) -> int:
-        """Forget series not updated since `older_than` (their next sample restarts as a first sample)."""
-        stale = [k for k, last in self._last.items() if last.time < older_than]
-        for k in stale:
-            del self._last[k]
-        return len(stale)
-
-
 class SlotRates:
-    """The rules of `CounterRates` for a fixed array of counter slots (the counters of one `BlockLayout`),
-    updated with a few array operations per cycle instead of a dict lookup per counter. A slot's source is
-    fixed by its layout; a new layout carries over the baselines of the (key, source) pairs it keeps."""
+    """The rules above for a fixed array of counter slots (the counters of one `BlockLayout`), updated with a
+    few array operations per cycle instead of a dict lookup per counter. A slot's source is fixed by its
+    layout; a new layout carries over the baselines of the (key, source) pairs it keeps, and a series absent
+    from a layout starts again from a first sample."""
 
-    def __init__(self, identities: Sequence[Hashable], max_gap: float, drops: RateDrops) -> None:
+    def __init__(
+        self,
+        identities: Sequence[Hashable],
+        max_gap: float,
+        drops: RateDrops,
+        max_rates: Sequence[float] | None = None,
+    ) -> None:
         self.identities = list(identities)  # (key, source) per slot
         self.max_gap = max_gap
         self.drops = drops
         self.value: F64 = np.full(len(self.identities), np.nan)  # NaN: no baseline yet
         self.time: F64 = np.full(len(self.identities), np.nan)
+        caps = np.asarray(max_rates if max_rates is not None else (), dtype=np.float64)
+        self.max_rate: F64 | None = caps if caps.size and bool(np.isfinite(caps).any()) else None
 
     def carry_over(self, old: SlotRates) -> None:
         """Take the baselines of `old` for the identities both share."""
@@ -134,4 +88,17 @@ class SlotRates:
         drops.not_advanced += int(np.count_nonzero(present & ~first & ~advanced))
         drops.stall += int(np.count_nonzero(stalled))
         drops.reset += int(np.count_nonzero(reset))
+        if self.max_rate is not None:
+            with np.errstate(invalid="ignore"):
+                too_large = rates > self.max_rate
+            if too_large.any():
+                drops.too_large += int(np.count_nonzero(too_large))
+                rates[too_large] = np.nan
         return rates
+
+
+def stall_limit(interval: float, factor: float = DEFAULT_MAX_GAP_FACTOR) -> float:
+    """Largest gap between two readings that still gives a rate."""
+    if not interval > 0 or not math.isfinite(interval):
+        raise ValueError("interval must be positive")
+    return factor * interval

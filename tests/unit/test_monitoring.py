@@ -186,7 +186,12 @@ class _Counting:
     def errors(self) -> Any:
         return self._errors
 
-    def collect(self, now: float) -> Sequence[Any]:
+    devices: Sequence[Any] = ()
+
+    def close(self) -> None:
+        pass
+
+    def collect(self, now: float) -> Any:
         from agent import series as s
 
         self.n += 1
@@ -219,14 +224,14 @@ class _Counting:
                     s.Sample(s.SeriesKey(s.psi_total_metric(resource, "some", node=False), uid, container), 0.1 * n,
                              s.Kind.COUNTER, source)
                 )  # fmt: skip
-        return out
+        return s.block_of(out)
 
 
 def agent_metrics_text() -> str:
     """The agent's /metrics as its exporter renders it: raw series, window aggregates, self-metrics, default
     registry."""
     from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_series
-    from agent.report import PodInfo, ReportPolicy, aggregate
+    from agent.report import PodIdentity, ReportPolicy, aggregate
     from agent.sampler import Sampler
 
     uid = "0f0e0d0c-1111-2222-3333-444455556666"
@@ -240,7 +245,7 @@ def agent_metrics_text() -> str:
 
     asyncio.run(cycles())
     agg = aggregate(sampler.ring, clock[0], ReportPolicy(aggregate_duration_seconds=5, windows=(4.0, 10.0)))
-    pods = {uid: PodInfo(uid, "shop", "web-1", "koord-prod", "LS")}
+    pods = {uid: PodIdentity(uid, "shop", "web-1", "koord-prod", "LS")}
     body = render_series([ExportInput(list(sampler.last_samples), agg, pods)]).decode()
 
     class Publisher:  # the fields render_self reads

@@ -22,7 +22,7 @@ from agent.exporter import (
     render_series,
     window_names,
 )
-from agent.report import PodInfo, ReportPolicy, aggregate
+from agent.report import PodIdentity, ReportPolicy, aggregate
 from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_PERIODS,
@@ -35,7 +35,9 @@ from agent.series import (
     NODE_MEMORY_USAGE_BYTES,
     Kind,
     Sample,
+    SampleBlock,
     SeriesKey,
+    block_of,
 )
 
 UID = "0f0e0d0c-1111-2222-3333-444455556666"
@@ -55,22 +57,29 @@ class Counting:
     def errors(self) -> SeriesErrors:
         return self._errors
 
-    def collect(self, now: float) -> Sequence[Sample]:
+    devices: Sequence[Any] = ()
+
+    def close(self) -> None:
+        pass
+
+    def collect(self, now: float) -> SampleBlock:
         self.n += 1
         n = self.n
-        return [
-            Sample(SeriesKey(NODE_CPU_USAGE_SECONDS), 2.0 * n, Kind.COUNTER),
-            Sample(SeriesKey(NODE_CPU_CAPACITY_CORES), 8.0),
-            Sample(SeriesKey(NODE_MEMORY_USAGE_BYTES), 4e9 + n),
-            Sample(SeriesKey(CPU_USAGE_SECONDS, UID), 0.5 * n, Kind.COUNTER, UID),
-            Sample(SeriesKey(CPU_USAGE_SECONDS, UID, "app"), 0.4 * n, Kind.COUNTER, "containerd://a"),
-            Sample(SeriesKey(CPU_CFS_PERIODS, UID, "app"), 10.0 * n, Kind.COUNTER, "containerd://a"),
-            Sample(SeriesKey(CPU_CFS_THROTTLED_PERIODS, UID, "app"), 1.0 * n, Kind.COUNTER, "containerd://a"),
-            Sample(SeriesKey(MEMORY_ANON_USAGE_BYTES, UID), 1e8),
-            Sample(SeriesKey(MEMORY_WORKING_SET_BYTES, UID, "app"), 9e7),
-            Sample(SeriesKey("pressure_cpu_waiting_seconds_total", UID), 0.1 * n, Kind.COUNTER, UID),
-            Sample(SeriesKey("gpu_utilization_ratio", "", "", "GPU-1"), 0.5),
-        ]
+        return block_of(
+            [
+                Sample(SeriesKey(NODE_CPU_USAGE_SECONDS), 2.0 * n, Kind.COUNTER),
+                Sample(SeriesKey(NODE_CPU_CAPACITY_CORES), 8.0),
+                Sample(SeriesKey(NODE_MEMORY_USAGE_BYTES), 4e9 + n),
+                Sample(SeriesKey(CPU_USAGE_SECONDS, UID), 0.5 * n, Kind.COUNTER, UID),
+                Sample(SeriesKey(CPU_USAGE_SECONDS, UID, "app"), 0.4 * n, Kind.COUNTER, "containerd://a"),
+                Sample(SeriesKey(CPU_CFS_PERIODS, UID, "app"), 10.0 * n, Kind.COUNTER, "containerd://a"),
+                Sample(SeriesKey(CPU_CFS_THROTTLED_PERIODS, UID, "app"), 1.0 * n, Kind.COUNTER, "containerd://a"),
+                Sample(SeriesKey(MEMORY_ANON_USAGE_BYTES, UID), 1e8),
+                Sample(SeriesKey(MEMORY_WORKING_SET_BYTES, UID, "app"), 9e7),
+                Sample(SeriesKey("pressure_cpu_waiting_seconds_total", UID), 0.1 * n, Kind.COUNTER, UID),
+                Sample(SeriesKey("gpu_utilization_ratio", "", "", "GPU-1"), 0.5),
+            ]
+        )
 
 
 class Clock:
@@ -92,7 +101,7 @@ def sampled(cycles: int = 12) -> tuple[Sampler, ExportInput]:
 
     asyncio.run(run())
     agg = aggregate(sampler.ring, clock.t, ReportPolicy(aggregate_duration_seconds=5, windows=(4.0, 10.0)))
-    pods = {UID: PodInfo(UID, "shop", "web-1", "koord-prod", "LS")}
+    pods = {UID: PodIdentity(UID, "shop", "web-1", "koord-prod", "LS")}
     return sampler, ExportInput(raw=list(sampler.last_samples), aggregates=agg, pods=pods)
 
 
@@ -199,7 +208,6 @@ def test_self_metrics() -> None:
     assert errors[0].labels["reason"] == "vanished" and errors[0].value == 1.0
     assert found["loadline_agent_store_series"].samples[0].value == len(sampler.ring)
     assert found["loadline_agent_collect_cycles"].samples[0].value == 12
-
 
 
 def test_promtool_finds_no_problems(promtool: str) -> None:

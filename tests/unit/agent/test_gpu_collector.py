@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agent.collectors.base import CollectorStats, SeriesErrors, run_collector
-from agent.collectors.devices import DEVICE_TYPE_GPU, DeviceSource, device_info
+from agent.collectors.base import Collector, CollectorStats, SeriesErrors, run_collector
+from agent.collectors.devices import DEVICE_TYPE_GPU, device_info
 from agent.collectors.gpu import (
     GPU_CORE_USAGE_RATIO,
     GPU_MEMORY_COPY_UTILIZATION_RATIO,
@@ -303,7 +303,7 @@ def test_device_series_units(tmp_path: Path) -> None:
     assert v[key(GPU_CORE_USAGE_RATIO)] == 0.0  # per-process accounting works, and nothing runs
     assert v[key(GPU_MEMORY_USED_BYTES, "GPU-bbbb")] == 0
     devices = {d.id: d for d in c.devices}
-    assert isinstance(c, DeviceSource)
+    assert isinstance(c, Collector)
     assert devices["GPU-aaaa"].minor == 0 and devices["GPU-aaaa"].bus_id == "0000:3b:00.0"
     assert devices["GPU-bbbb"].bus_id == "0000:af:00.0" and devices["GPU-bbbb"].type == DEVICE_TYPE_GPU
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.collectors.base import CollectorStats, SeriesErrors, run_collector
-from agent.collectors.devices import DEVICE_TYPE_RDMA, DeviceSource, device_info
+from agent.collectors.base import Collector, CollectorStats, SeriesErrors, run_collector
+from agent.collectors.devices import DEVICE_TYPE_RDMA, device_info
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.ib_sysfs import parse_rate, parse_state
 from agent.collectors.infiniband import (
@@ -30,6 +30,7 @@ from agent.collectors.infiniband import (
 )
 from agent.sampler import Sampler
 from agent.series import Kind, Sample, SeriesKey
+from tests.unit.agent.sampling import cycle
 
 EDR = b"100 Gb/sec (4X EDR)\n"
 EDR_BYTES = 12.5e9
@@ -145,15 +146,15 @@ def test_no_infiniband_is_normal_and_looked_for_again(tmp_path: Path) -> None:
     assert stats.last_success and c.errors.total == 0 and c.devices == ()
     write_hca(tmp_path)
     write_port(tmp_path)
-    assert c.collect(30.0) == []  # not rescanned yet
-    assert c.collect(60.0) != [] and c.ports == 1
+    assert cycle(c, 30.0) == []  # not rescanned yet
+    assert cycle(c, 60.0) != [] and c.ports == 1
 
 
 def test_rates_multiply_data_by_four_and_state_rate_gauges(tmp_path: Path) -> None:
     write_hca(tmp_path)
     d = write_port(tmp_path, hw={"out_of_buffer": 7, "np_cnp_sent": 2, "not_a_known_counter": 5})
     c = InfinibandCollector(tmp_path)
-    first = by_key(c.collect(0.0))
+    first = by_key(cycle(c, 0.0))
     assert first[key(IB_RECEIVED_BYTES_TOTAL)].value == 4000  # 1000 words of 4 octets
     assert first[key(IB_RECEIVED_BYTES_TOTAL)].kind is Kind.COUNTER
     assert first[key(IB_RECEIVED_PACKETS_TOTAL)].value == 10
@@ -169,7 +170,7 @@ def test_rates_multiply_data_by_four_and_state_rate_gauges(tmp_path: Path) -> No
     # 2.5e8 words received and 5e8 sent in 2 s: 5e8 and 1e9 bytes/s, i.e. x4, not x4 x width
     set_counters(d, port_rcv_data=1000 + 250_000_000, port_xmit_data=2000 + 500_000_000)
     set_counters(d, port_rcv_packets=10 + 2_000_000, port_xmit_packets=20 + 1_000_000)
-    second = by_key(c.collect(2.0))
+    second = by_key(cycle(c, 2.0))
     assert second[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(5e8)
     assert second[key(IB_TRANSMITTED_BYTES_PER_SECOND)].value == pytest.approx(1e9)
     assert second[key(IB_RECEIVED_PACKETS_PER_SECOND)].value == pytest.approx(1e6)
@@ -183,10 +184,10 @@ def test_devices_entry_for_an_rdma_port(tmp_path: Path) -> None:
     (pci / "net" / "ib0").mkdir(parents=True)  # IPoIB netdev on the HCA's PCI function
     d = write_port(tmp_path)
     c = InfinibandCollector(tmp_path)
-    c.collect(0.0)
+    cycle(c, 0.0)
     set_counters(d, port_rcv_data=1000 + 25_000_000, port_xmit_data=2000)
-    samples = c.collect(1.0)
-    assert isinstance(c, DeviceSource)
+    samples = cycle(c, 1.0)
+    assert isinstance(c, Collector)
     [device] = c.devices
     assert device.type == DEVICE_TYPE_RDMA and device.id == "mlx5_0/1" and device.minor == 3
     assert device.bus_id == "0000:3b:00.0" and device.health
@@ -211,7 +212,7 @@ def test_devices_entry_for_an_rdma_port(tmp_path: Path) -> None:
 
     (d / "state").write_text("1: DOWN\n")
     (d / "phys_state").write_text("3: Disabled\n")
-    c.collect(2.0)
+    cycle(c, 2.0)
     [device] = c.devices
     assert not device.health and device.labels["state"] == "DOWN"
 
@@ -230,7 +231,7 @@ def test_roce_ports_map_to_their_netdevs(tmp_path: Path) -> None:
     # ... port 2 has none: the PCI function's netdevs, matched by dev_port.
     write_port(tmp_path, "mlx5_2", 2, link_layer="Ethernet")
     c = InfinibandCollector(tmp_path)
-    c.collect(0.0)
+    cycle(c, 0.0)
     labels = {d.id: dict(d.labels) for d in c.devices}
     assert labels["mlx5_2/1"]["netdevs"] == "ens1f0,vlan100"
     assert labels["mlx5_2/2"]["netdevs"] == "ens1f1"
@@ -243,7 +244,7 @@ def test_prefers_legacy_64_bit_files(tmp_path: Path) -> None:
     (d / "counters_ext").mkdir()
     (d / "counters_ext" / "port_rcv_data_64").write_text("123456789012\n")
     c = InfinibandCollector(tmp_path)
-    assert by_key(c.collect(0.0))[key(IB_RECEIVED_BYTES_TOTAL)].value == 4 * 123456789012
+    assert by_key(cycle(c, 0.0))[key(IB_RECEIVED_BYTES_TOTAL)].value == 4 * 123456789012
     assert c.errors.total == 0
 
 
@@ -253,11 +254,11 @@ def test_saturated_counter_drops_samples_and_resumes_after_reset(
     write_hca(tmp_path)
     d = write_port(tmp_path, counters={"port_rcv_data": U32_MAX - 1000})
     c = InfinibandCollector(tmp_path)
-    c.collect(0.0)
+    cycle(c, 0.0)
     caplog.set_level(logging.WARNING, logger="loadline.agent.infiniband")
     for now in (1.0, 2.0, 3.0):
         set_counters(d, port_rcv_data=U32_MAX)  # IBA counters stick at all ones instead of wrapping
-        got = by_key(c.collect(now))
+        got = by_key(cycle(c, now))
         assert key(IB_RECEIVED_BYTES_TOTAL) not in got  # stuck at max is a fault, not zero traffic
         assert key(IB_RECEIVED_BYTES_PER_SECOND) not in got
         assert key(IB_TRANSMITTED_BYTES_TOTAL) in got  # the other counters go on
@@ -265,46 +266,46 @@ def test_saturated_counter_drops_samples_and_resumes_after_reset(
     warnings = logged(caplog, logging.WARNING)
     assert len(warnings) == 1 and "port_rcv_data" in warnings[0]
     set_counters(d, port_rcv_data=100)  # perfquery -R: reset to zero, counting again
-    got = by_key(c.collect(4.0))
+    got = by_key(cycle(c, 4.0))
     assert got[key(IB_RECEIVED_BYTES_TOTAL)].value == 400
     assert key(IB_RECEIVED_BYTES_PER_SECOND) not in got  # a fresh baseline, not (400 - 4*(2^32-1001)) / 1 s
     set_counters(d, port_rcv_data=100 + 1_000_000)
-    assert by_key(c.collect(5.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(4e6)
+    assert by_key(cycle(c, 5.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(4e6)
     set_counters(d, port_rcv_data=2**64 - 1)  # 64-bit all ones as well
-    assert key(IB_RECEIVED_BYTES_TOTAL) not in by_key(c.collect(6.0))
+    assert key(IB_RECEIVED_BYTES_TOTAL) not in by_key(cycle(c, 6.0))
 
 
 def test_counter_reset_and_garbage_jump_never_give_bad_rates(tmp_path: Path) -> None:
     write_hca(tmp_path)
     d = write_port(tmp_path, counters={"port_rcv_data": 10_000_000})
     c = InfinibandCollector(tmp_path)
-    c.collect(0.0)
+    cycle(c, 0.0)
     set_counters(d, port_rcv_data=5)  # driver reload: backwards
-    got = by_key(c.collect(1.0))
+    got = by_key(cycle(c, 1.0))
     assert key(IB_RECEIVED_BYTES_PER_SECOND) not in got and got[key(IB_RECEIVED_BYTES_TOTAL)].value == 20
     set_counters(d, port_rcv_data=5 + 1_000)
-    assert by_key(c.collect(2.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(4000)
+    assert by_key(cycle(c, 2.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(4000)
     # 2^40 words in one second would be 4.4 TB/s on a 12.5 GB/s link: garbage, dropped.
     set_counters(d, port_rcv_data=2**40)
-    assert key(IB_RECEIVED_BYTES_PER_SECOND) not in by_key(c.collect(3.0))
+    assert key(IB_RECEIVED_BYTES_PER_SECOND) not in by_key(cycle(c, 3.0))
     set_counters(d, port_rcv_data=2**40 + 10)
-    assert by_key(c.collect(4.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(40)
+    assert by_key(cycle(c, 4.0))[key(IB_RECEIVED_BYTES_PER_SECOND)].value == pytest.approx(40)
     # A stall (agent starved for 10 s at a 1 s interval) drops the sample instead of averaging over it.
     set_counters(d, port_rcv_data=2**40 + 1_000_000)
-    assert key(IB_RECEIVED_BYTES_PER_SECOND) not in by_key(c.collect(14.0))
+    assert key(IB_RECEIVED_BYTES_PER_SECOND) not in by_key(cycle(c, 14.0))
 
 
 def test_unsupported_files_are_left_out_quietly_and_garbage_counts(tmp_path: Path) -> None:
     write_hca(tmp_path)
     d = write_port(tmp_path, counters={"port_xmit_wait": "N/A (no PMA)"})
     c = InfinibandCollector(tmp_path)
-    first = by_key(c.collect(0.0))
+    first = by_key(cycle(c, 0.0))
     assert not any("transmit_wait" in k.metric for k in first)
     assert c.errors.total == 0  # a port without that counter is not an error
     set_counters(d, port_rcv_errors="abc", port_rcv_packets="")
     (d / "state").write_text("ACTIVE\n")
     (d / "rate").write_text("unknown\n")
-    got = by_key(c.collect(1.0))
+    got = by_key(cycle(c, 1.0))
     assert key("node_infiniband_port_errors_received_total") not in got
     assert key(IB_RECEIVED_PACKETS_TOTAL) not in got and key(IB_STATE_ID) not in got
     assert key(IB_RECEIVED_BYTES_TOTAL) in got and key(IB_PHYSICAL_STATE_ID) in got
@@ -320,22 +321,22 @@ def test_vanished_files_and_ports(tmp_path: Path) -> None:
     write_port(tmp_path, "mlx5_1", 1)
     reader = KernfsLikeReader()
     c = InfinibandCollector(tmp_path, rescan_seconds=3600.0, reader=reader)
-    c.collect(0.0)
+    cycle(c, 0.0)
     assert c.ports == 3
     kept = reader.open_count
     (d2 / "counters" / "port_xmit_data").unlink()  # one file gone
-    got = by_key(c.collect(1.0))
+    got = by_key(cycle(c, 1.0))
     assert key(IB_TRANSMITTED_BYTES_PER_SECOND, "mlx5_0/2") not in got
     assert key(IB_RECEIVED_BYTES_PER_SECOND, "mlx5_0/2") in got
     assert c.errors.by_reason == {SeriesErrors.VANISHED: 1}
     # A whole HCA goes away (driver unloaded): the next cycles rescan instead of failing forever.
     shutil.rmtree(tmp_path / "class" / "infiniband" / "mlx5_1")
-    got = by_key(c.collect(2.0))
+    got = by_key(cycle(c, 2.0))
     assert key(IB_RECEIVED_BYTES_PER_SECOND, "mlx5_0/1") in got
-    c.collect(3.0)
+    cycle(c, 3.0)
     assert sorted(d.id for d in c.devices) == ["mlx5_0/1", "mlx5_0/2"]
     errors_then = c.errors.total
-    c.collect(4.0)
+    cycle(c, 4.0)
     assert c.errors.total == errors_then  # settled: nothing missing any more
     assert c.ports == 2
     assert reader.open_count < kept  # fds of the gone HCA and file were closed

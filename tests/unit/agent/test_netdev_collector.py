@@ -31,6 +31,7 @@ from agent.collectors.netdev import (
     sysfs_links,
 )
 from agent.series import Kind, Sample, SeriesKey
+from tests.unit.agent.sampling import cycle
 
 HEADER = (
     "Inter-|   Receive                                                |  Transmit\n"
@@ -120,7 +121,7 @@ def test_rates_and_counters_from_proc_net_dev(tmp_path: Path) -> None:
     write_net_dev(tmp_path, line("lo", 1000, 10, 1000, 10), line("eth0", 5000, 50, 7000, 70, rx_drop=1, tx_errs=2))
     links = FakeLinks([LO, ETH0])
     c = NetdevCollector(tmp_path, list_links=links)
-    first = by_key(c.collect(0.0))
+    first = by_key(cycle(c, 0.0))
     assert first[key(NET_RECEIVE_BYTES_TOTAL, "eth0")].value == 5000
     assert first[key(NET_RECEIVE_BYTES_TOTAL, "eth0")].kind is Kind.COUNTER
     assert first[key(NET_RECEIVE_DROP_TOTAL, "eth0")].value == 1
@@ -128,7 +129,7 @@ def test_rates_and_counters_from_proc_net_dev(tmp_path: Path) -> None:
     assert key(NET_RECEIVE_BYTES_PER_SECOND, "eth0") not in first  # baseline only
     settle(c)
     write_net_dev(tmp_path, line("lo", 1000, 10, 1000, 10), line("eth0", 5000 + 250_000, 50 + 200, 7000 + 500, 71))
-    second = by_key(c.collect(0.5))
+    second = by_key(cycle(c, 0.5))
     assert second[key(NET_RECEIVE_BYTES_PER_SECOND, "eth0")].value == pytest.approx(500_000)
     assert second[key(NET_RECEIVE_PACKETS_PER_SECOND, "eth0")].value == pytest.approx(400)
     assert second[key(NET_TRANSMIT_BYTES_PER_SECOND, "eth0")].value == pytest.approx(1000)
@@ -146,29 +147,29 @@ def test_counter_reset_and_recreated_interface(tmp_path: Path) -> None:
     write_net_dev(tmp_path, line("eth0", 10_000_000))
     links = FakeLinks([ETH0])
     c = NetdevCollector(tmp_path, list_links=links, inventory_seconds=1.0)
-    c.collect(0.0)
+    cycle(c, 0.0)
     settle(c)
     write_net_dev(tmp_path, line("eth0", 100))  # driver reset its counters
-    assert key(NET_RECEIVE_BYTES_PER_SECOND, "eth0") not in by_key(c.collect(1.0))
+    assert key(NET_RECEIVE_BYTES_PER_SECOND, "eth0") not in by_key(cycle(c, 1.0))
     write_net_dev(tmp_path, line("eth0", 1100))
-    assert by_key(c.collect(2.0))[key(NET_RECEIVE_BYTES_PER_SECOND, "eth0")].value == pytest.approx(1000)
+    assert by_key(cycle(c, 2.0))[key(NET_RECEIVE_BYTES_PER_SECOND, "eth0")].value == pytest.approx(1000)
     settle(c)
     # eth0 deleted and re-created (new ifindex) with counters that happen to be higher: not a rate.
     links.links = [LinkInfo(7, "eth0", "UP", 0x1043, mtu=1500)]
     write_net_dev(tmp_path, line("eth0", 5_000_000))
-    c.collect(3.0)  # applies the earlier dump (old ifindex) and starts a new one
+    cycle(c, 3.0)  # applies the earlier dump (old ifindex) and starts a new one
     settle(c)
     write_net_dev(tmp_path, line("eth0", 9_000_000))
-    got = by_key(c.collect(4.0))  # applies the new ifindex: baseline restarts
+    got = by_key(cycle(c, 4.0))  # applies the new ifindex: baseline restarts
     assert key(NET_RECEIVE_BYTES_PER_SECOND, "eth0") not in got
     write_net_dev(tmp_path, line("eth0", 9_000_500))
-    assert by_key(c.collect(5.0))[key(NET_RECEIVE_BYTES_PER_SECOND, "eth0")].value == pytest.approx(500)
+    assert by_key(cycle(c, 5.0))[key(NET_RECEIVE_BYTES_PER_SECOND, "eth0")].value == pytest.approx(500)
 
 
 def test_garbage_lines_count_and_skip_only_themselves(tmp_path: Path) -> None:
     write_net_dev(tmp_path, line("eth0", 1), "  eth1: 1 2 three\n", "no colon at all\n", line("eth2", 5))
     c = NetdevCollector(tmp_path, list_links=FakeLinks([]))
-    got = by_key(c.collect(0.0))
+    got = by_key(cycle(c, 0.0))
     assert {k.device for k in got} == {"eth0", "eth2"}
     assert c.errors.by_reason == {SeriesErrors.GARBAGE: 2}
 
@@ -185,9 +186,9 @@ def test_pod_interfaces_are_excluded_by_name_and_kind(tmp_path: Path) -> None:
     )
     links = FakeLinks([ETH0, LinkInfo(9, "podside0", "UP", 0x1043, kind="veth")])
     c = NetdevCollector(tmp_path, list_links=links)
-    assert {k.device for k in by_key(c.collect(0.0))} == {"eth0", "lxc_health", "podside0"}
+    assert {k.device for k in by_key(cycle(c, 0.0))} == {"eth0", "lxc_health", "podside0"}
     settle(c)
-    assert {k.device for k in by_key(c.collect(1.0))} == {"eth0", "lxc_health"}  # a veth by kind, once known
+    assert {k.device for k in by_key(cycle(c, 1.0))} == {"eth0", "lxc_health"}  # a veth by kind, once known
     everything = NetdevCollector(tmp_path, list_links=links, exclude=None, exclude_kinds=())
     assert len({k.device for k in by_key(everything.collect(0.0))}) == 6
 
@@ -199,14 +200,14 @@ def test_inventory_runs_on_a_slow_cadence_off_the_loop_and_never_delays_a_cycle(
     c = NetdevCollector(tmp_path, list_links=links, inventory_seconds=30.0)
     started = time.perf_counter()
     for now in range(5):
-        assert by_key(c.collect(float(now)))  # counters every cycle, no waiting for netlink
+        assert by_key(cycle(c, float(now)))  # counters every cycle, no waiting for netlink
     assert time.perf_counter() - started < 5.0  # the dump blocks for 10 s: nobody waited for it
     wait_until(lambda: links.calls == 1)
     assert c.inventory_pending
     links.gate.set()
     settle(c)
     for now in range(5, 95):
-        c.collect(float(now))
+        cycle(c, float(now))
         settle(c)
     assert links.calls == 4  # t = 0, 30, 60, 90
     assert threading.get_ident() not in links.threads
@@ -219,14 +220,14 @@ def test_inventory_failure_leaves_counters_alone(tmp_path: Path, caplog: pytest.
     c = NetdevCollector(tmp_path, list_links=links, inventory_seconds=1.0)
     caplog.set_level(logging.INFO, logger="loadline.agent.netdev")
     for now in range(4):
-        assert key(NET_RECEIVE_BYTES_TOTAL, "eth0") in by_key(c.collect(float(now)))
+        assert key(NET_RECEIVE_BYTES_TOTAL, "eth0") in by_key(cycle(c, float(now)))
         settle(c)
     assert c.errors.by_reason == {SeriesErrors.IO: 3}
     assert len(logged(caplog)) == 1 and "link dump failed" in logged(caplog)[0]
     links.error = None
-    c.collect(4.0)
+    cycle(c, 4.0)
     settle(c)
-    assert key(NET_MTU_BYTES, "eth0") in by_key(c.collect(5.0))
+    assert key(NET_MTU_BYTES, "eth0") in by_key(cycle(c, 5.0))
     assert "works again" in logged(caplog)[-1]
 
 
@@ -267,17 +268,17 @@ def loopback_traffic(nbytes: int) -> None:
 def test_real_loopback_bytes_per_second_rise_with_traffic() -> None:
     # This machine's /proc/net/dev and netlink. A long interval so that a loaded test box (slow transfer)
     # does not trip the stall rule.
-    c = NetdevCollector(interval=30.0)
+    c = NetdevCollector()
     start = time.monotonic()
-    first = by_key(c.collect(start))
+    first = by_key(cycle(c, start, interval=30.0))
     assert key(NET_RECEIVE_BYTES_TOTAL, "lo") in first
     time.sleep(0.3)
     quiet_at = time.monotonic()
-    quiet = by_key(c.collect(quiet_at))[key(NET_RECEIVE_BYTES_PER_SECOND, "lo")].value
+    quiet = by_key(cycle(c, quiet_at))[key(NET_RECEIVE_BYTES_PER_SECOND, "lo")].value
     payload = 64 * 1024 * 1024
     loopback_traffic(payload)
     busy_at = time.monotonic()
-    busy = by_key(c.collect(busy_at))[key(NET_RECEIVE_BYTES_PER_SECOND, "lo")].value
+    busy = by_key(cycle(c, busy_at))[key(NET_RECEIVE_BYTES_PER_SECOND, "lo")].value
     assert busy * (busy_at - quiet_at) >= payload  # every payload byte was received on lo (plus headers)
     assert quiet * (quiet_at - start) < payload / 4  # before: far less (other loopback users on the box)
     settle(c)
@@ -296,9 +297,9 @@ def test_real_netlink_inventory_of_this_machine() -> None:
     assert set(links) == set(counters)
 
     c = NetdevCollector()
-    c.collect(time.monotonic())
+    cycle(c, time.monotonic())
     settle(c)
-    got = by_key(c.collect(time.monotonic()))
+    got = by_key(cycle(c, time.monotonic()))
     assert got[key(NET_MTU_BYTES, "lo")].value == lo.mtu
     assert got[key(NET_UP, "lo")].value == (1.0 if lo.operstate == "UP" else 0.0)
     c.close()
@@ -333,7 +334,7 @@ def test_sysfs_inventory_agrees_with_netlink() -> None:
         ), name
         assert link.flags & ~_FLAGS_THE_SOURCES_DISAGREE_ON == other.flags & ~_FLAGS_THE_SOURCES_DISAGREE_ON, name
     c = NetdevCollector(netlink=False)
-    c.collect(time.monotonic())
+    cycle(c, time.monotonic())
     settle(c)
-    assert by_key(c.collect(time.monotonic()))[key(NET_MTU_BYTES, "lo")].value == over_sysfs["lo"].mtu
+    assert by_key(cycle(c, time.monotonic()))[key(NET_MTU_BYTES, "lo")].value == over_sysfs["lo"].mtu
     c.close()

@@ -19,9 +19,7 @@ from agent.series import (
     NODE_MEMORY_USAGE_WITH_PAGE_CACHE_BYTES,
     Kind,
     Sample,
-    SeriesKey,
 )
-from agent.store.rates import CounterRates
 from tests.unit.agent.fake_trees import ProcValues, Psi, write_proc
 
 
@@ -33,10 +31,8 @@ def test_cpu_cores_from_koordinator_tick_set(tmp_path: Path) -> None:
     v = ProcValues()
     write_proc(tmp_path, v)
     c = NodeCollector(tmp_path, clock_ticks=100)
-    rates = CounterRates(1.0)
     first = by_metric(c.collect(0.0))[NODE_CPU_USAGE_SECONDS]
     assert first.kind is Kind.COUNTER
-    assert rates.update(first.key, first.value, 0.0) is None
     # +120 user, +10 nice, +40 system, +1000 idle, +300 iowait, +20 irq, +10 softirq, +500 steal in 1 s
     user, nice, system, idle, iowait, irq, softirq, steal, guest, guest_nice = v.cpu
     v.cpu = (
@@ -54,7 +50,7 @@ def test_cpu_cores_from_koordinator_tick_set(tmp_path: Path) -> None:
     write_proc(tmp_path, v)
     second = by_metric(c.collect(1.0))[NODE_CPU_USAGE_SECONDS]
     # busy = user+nice+system+irq+softirq = 200 ticks = 2 s of CPU in 1 s; idle, iowait and steal excluded
-    assert rates.update(second.key, second.value, 1.0) == pytest.approx(2.0)
+    assert second.value - first.value == pytest.approx(2.0)
 
 
 def test_negative_field_deltas_are_clamped(tmp_path: Path) -> None:
@@ -156,14 +152,13 @@ def test_kept_open_fd_sees_fresh_contents(tmp_path: Path) -> None:
 
 def test_sanity_against_the_real_proc() -> None:
     c = NodeCollector("/proc")
-    rates = CounterRates(0.5)
     first = by_metric(c.collect(time.monotonic()))
     t0 = time.monotonic()
-    rates.update(first[NODE_CPU_USAGE_SECONDS].key, first[NODE_CPU_USAGE_SECONDS].value, t0)
     time.sleep(0.5)
     second = by_metric(c.collect(time.monotonic()))
-    cores = rates.update(SeriesKey(NODE_CPU_USAGE_SECONDS), second[NODE_CPU_USAGE_SECONDS].value, time.monotonic())
-    assert cores is not None and 0.0 <= cores <= os.cpu_count() + 0.1
+    busy = second[NODE_CPU_USAGE_SECONDS].value - first[NODE_CPU_USAGE_SECONDS].value
+    cores = busy / (time.monotonic() - t0)
+    assert 0.0 <= cores <= os.cpu_count() + 0.1
     assert second[NODE_CPU_CAPACITY_CORES].value == os.cpu_count()
     vm = psutil.virtual_memory()
     assert second[NODE_MEMORY_TOTAL_BYTES].value == vm.total

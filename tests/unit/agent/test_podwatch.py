@@ -1,4 +1,4 @@
-"""Pods -> the cgroup collector's PodRefs and the report's PodInfo; pods found in the cgroup tree (`--once`)."""
+"""Pods -> the cgroup collector's PodRefs and the report's PodIdentity; pods found in the cgroup tree (`--once`)."""
 
 from __future__ import annotations
 

@@ -12,13 +12,12 @@ import pytest
 
 from agent.report import (
     NodeReporter,
-    PodInfo,
+    PodIdentity,
     ReportPolicy,
     aggregate,
     build_status,
     cpu_quantity,
     current_devices,
-    device_sources,
     effective_policy,
     memory_quantity,
     wants_window_quantiles,
@@ -178,9 +177,9 @@ def test_pods_metric_average_usage_with_defaulted_priority_and_qos_sorted() -> N
     series[SeriesKey(MEMORY_ANON_USAGE_BYTES, "u-batch")] = [GiB] * 10
     series[SeriesKey(CPU_USAGE_CORES, "u-batch", "main")] = [0.9] * 10  # containers do not make pods
     pods = {
-        "u-web": PodInfo.from_pod(pod_json("u-web", "b-ns", "web", guaranteed=True)),
-        "u-batch": PodInfo.from_pod(pod_json("u-batch", "a-ns", "job", qos_label="BE")),
-        "u-none": PodInfo.from_pod(pod_json("u-none", "a-ns", "starting")),  # no samples yet: left out
+        "u-web": PodIdentity.from_pod(pod_json("u-web", "b-ns", "web", guaranteed=True)),
+        "u-batch": PodIdentity.from_pod(pod_json("u-batch", "a-ns", "job", qos_label="BE")),
+        "u-none": PodIdentity.from_pod(pod_json("u-none", "a-ns", "starting")),  # no samples yet: left out
     }
     status = status_of(series, ReportPolicy(aggregate_duration_seconds=5, windows=(4,)), pods=pods)
     assert status["podsMetric"] == [
@@ -221,8 +220,13 @@ def test_status_round_trips_through_the_nodemetric_model() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ devices
+class NoDevices:
+    name = "node"
+    devices: Sequence[Any] = ()
+
+
 class FakeGpuCollector:
-    """A device source as the GPU collector is one: `devices` lists what its series are about."""
+    """A collector with devices, as the GPU collector is: `devices` lists what its series are about."""
 
     name = "gpu"
 
@@ -242,7 +246,7 @@ class BrokenSource:
         raise RuntimeError("inventory failed")
 
 
-def test_devices_are_read_from_any_device_source() -> None:
+def test_devices_are_read_from_every_collector() -> None:
     from agent.collectors.devices import DEVICE_TYPE_GPU, Device, DeviceResource
 
     gpu = Device(
@@ -262,10 +266,9 @@ def test_devices_are_read_from_any_device_source() -> None:
     series[SeriesKey(CPU_USAGE_CORES, "u1")] = [0.5] * 10
     series[SeriesKey(MEMORY_ANON_USAGE_BYTES, "u1")] = [GiB] * 10
     series[SeriesKey("gpu_memory_used_bytes", "u1", "", "GPU-0000")] = [GiB] * 10
-    sources = device_sources([object(), FakeGpuCollector([gpu]), BrokenSource()])
-    assert len(sources) == 2
-    devices = current_devices(sources)
-    pods = {"u1": PodInfo("u1", "ns", "trainer", "koord-prod", "LS")}
+    devices = current_devices([NoDevices(), FakeGpuCollector([gpu]), BrokenSource()])  # type: ignore[list-item]
+    assert devices == [gpu]
+    pods = {"u1": PodIdentity("u1", "ns", "trainer", "koord-prod", "LS")}
     status = status_of(series, ReportPolicy(aggregate_duration_seconds=5, windows=(4,)), pods=pods, devices=devices)
     node_devices = status["nodeMetric"]["nodeUsage"]["devices"]
     assert node_devices == [

@@ -1,7 +1,7 @@
 """SampleBlock: a collector's samples as slots of a fixed layout, and the sampler's array path for them.
 
-The sampler must do exactly what it does for a list of `Sample`s: the main check replays one random scenario
-(gaps, counter resets, stalls, a restarted container, CFS throttling, system usage) through both paths.
+The main check replays one random scenario (gaps, counter resets, stalls, a restarted container, CFS throttling,
+system usage) through the sampler and through `Reference`, the counter rules written out sample by sample.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from agent.collectors import SeriesErrors
+from agent.collectors.system import system_usage
 from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_PERIODS,
@@ -25,6 +26,7 @@ from agent.series import (
     MEMORY_ANON_USAGE_BYTES,
     MEMORY_WORKING_SET_BYTES,
     NODE_CPU_CAPACITY_CORES,
+    NODE_CPU_USAGE_CORES,
     NODE_CPU_USAGE_SECONDS,
     NODE_MEMORY_USAGE_BYTES,
     SYSTEM_CPU_USAGE_CORES,
@@ -58,13 +60,17 @@ def test_block_reads_as_the_samples_it_holds() -> None:
 
 
 class Replay:
-    """Hands out the scripted samples of each cycle, either as the list or as a block of a layout that stays the
-    same object until a counter's source changes (as the cgroup collector does on a container restart)."""
+    """Hands out the scripted samples of each cycle as a block of a layout that stays the same object until a
+    counter's source changes (as the cgroup collector does on a container restart)."""
 
-    def __init__(self, cycles: list[list[Sample]], *, as_block: bool) -> None:
+    devices: Sequence[object] = ()
+
+    def close(self) -> None:
+        pass
+
+    def __init__(self, cycles: list[list[Sample]]) -> None:
         self._cycles = cycles
         self._count = len(cycles)
-        self._as_block = as_block
         self._layout: BlockLayout | None = None
         self.layouts = 0
 
@@ -76,11 +82,9 @@ class Replay:
     def errors(self) -> SeriesErrors:
         return SeriesErrors()
 
-    def collect(self, now: float) -> Sequence[Sample]:
+    def collect(self, now: float) -> SampleBlock:
         n = self._count - len(self._cycles)
         samples = self._cycles.pop(0)
-        if not self._as_block:
-            return samples
         keys = sorted(UNIVERSE, key=lambda k: UNIVERSE[k].value + "".join(k))
         sources = tuple(source_of(k, n, self._count) if UNIVERSE[k] is C else "" for k in keys)
         layout = self._layout
@@ -148,36 +152,88 @@ def scenario(seed: int, cycles: int) -> tuple[list[list[Sample]], list[float]]:
     return out, times
 
 
+class Reference:
+    """The sampler's rules, one sample at a time: rates (first sample, new source, stall, reset), the CFS
+    throttling ratio, system usage. The oracle the array path is checked against."""
+
+    def __init__(self, max_gap: float = 3.0) -> None:
+        self.max_gap = max_gap
+        self.last: dict[SeriesKey, tuple[float, float, str]] = {}
+        self.drops = {"first": 0, "reset": 0, "stall": 0}
+
+    def rate(self, key: SeriesKey, value: float, now: float, source: str) -> float | None:
+        last = self.last.get(key)
+        self.last[key] = (value, now, source)
+        if last is None or last[2] != source:
+            self.drops["first"] += 1
+            return None
+        previous, then, _ = last
+        if now - then > self.max_gap:
+            self.drops["stall"] += 1
+            return None
+        if value < previous:
+            self.drops["reset"] += 1
+            return None
+        return (value - previous) / (now - then)
+
+    def column(self, samples: list[Sample], now: float) -> dict[SeriesKey, float]:
+        out: dict[SeriesKey, float] = {}
+        rates: dict[SeriesKey, float | None] = {}
+        for key, value, kind, source in samples:
+            if kind is G:
+                out[key] = value
+            elif key.metric in (CPU_USAGE_SECONDS, NODE_CPU_USAGE_SECONDS, CPU_CFS_PERIODS, CPU_CFS_THROTTLED_PERIODS):
+                rates[key] = self.rate(key, value, now, source)
+        for key, rate in rates.items():
+            if rate is None:
+                continue
+            if key.metric == CPU_USAGE_SECONDS:
+                out[key._replace(metric=CPU_USAGE_CORES)] = rate
+            elif key.metric == NODE_CPU_USAGE_SECONDS:
+                out[SeriesKey(NODE_CPU_USAGE_CORES)] = rate
+            elif key.metric == CPU_CFS_PERIODS:
+                throttled = rates.get(key._replace(metric=CPU_CFS_THROTTLED_PERIODS))
+                if throttled is not None:
+                    ratio = min(throttled / rate, 1.0) if rate > 0 else 0.0
+                    out[key._replace(metric=CPU_CFS_THROTTLED_RATIO)] = ratio
+        pod_cpu = [r for k, r in rates.items() if k.metric == CPU_USAGE_SECONDS and not k.container]
+        node_cpu = rates.get(SeriesKey(NODE_CPU_USAGE_SECONDS))
+        if node_cpu is not None and None not in pod_cpu:
+            capacity = out.get(SeriesKey(NODE_CPU_CAPACITY_CORES))
+            used = system_usage(node_cpu, [r for r in pod_cpu if r is not None])
+            out[SeriesKey(SYSTEM_CPU_USAGE_CORES)] = min(used, capacity) if capacity else used
+        node_memory = out.get(SeriesKey(NODE_MEMORY_USAGE_BYTES))
+        if node_memory is not None:
+            pods = [v for k, v in out.items() if k.metric == MEMORY_ANON_USAGE_BYTES and k.pod and not k.container]
+            out[SeriesKey(SYSTEM_MEMORY_USAGE_BYTES)] = system_usage(node_memory, pods)
+        return out
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_block_path_equals_the_sample_path(seed: int) -> None:
+def test_sampler_follows_the_counter_rules_sample_by_sample(seed: int) -> None:
     cycles, times = scenario(seed, 40)
-    clocks = [iter(times), iter(times)]
-    now = [0.0, 0.0]
-
-    def clock_of(i: int):  # type: ignore[no-untyped-def]
-        return lambda: now[i]
-
-    by_list = Sampler([Replay([list(c) for c in cycles], as_block=False)], clock=clock_of(0))
-    replay = Replay([list(c) for c in cycles], as_block=True)
-    by_block = Sampler([replay], clock=clock_of(1))
+    now = [0.0]
+    replay = Replay([list(c) for c in cycles])
+    sampler = Sampler([replay], clock=lambda: now[0])
+    reference = Reference()
     compared = 0
     metrics: set[str] = set()
-    for _ in cycles:
-        now[0], now[1] = next(clocks[0]), next(clocks[1])
-        a = asyncio.run(by_list.cycle())
-        b = asyncio.run(by_block.cycle())
-        assert (a.samples, a.stored) == (b.samples, b.stored)
-        col_a = {k: by_list.ring.values[r, by_list.ring.head] for k, r in by_list.ring.rows().items()}
-        col_b = {k: by_block.ring.values[r, by_block.ring.head] for k, r in by_block.ring.rows().items()}
-        assert col_a.keys() == col_b.keys()
-        for key, value in col_a.items():
-            assert value == col_b[key] or (math.isnan(value) and math.isnan(col_b[key])), key
-            if not math.isnan(value):
-                compared += 1
-                metrics.add(key.metric)
-        assert by_list.latest == by_block.latest
-    assert by_list.rates.drops == by_block.rates.drops
-    drops = by_list.rates.drops
+    for samples, at in zip(cycles, times, strict=True):
+        now[0] = at
+        result = asyncio.run(sampler.cycle())
+        expected = reference.column(samples, at)
+        ring = sampler.ring
+        got = {k: float(ring.values[r, ring.head]) for k, r in ring.rows().items()}
+        got = {k: v for k, v in got.items() if not math.isnan(v)}
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            assert got[key] == pytest.approx(value, rel=1e-6, abs=1e-9), key
+            compared += 1
+            metrics.add(key.metric)
+        assert result.samples == len(samples) and result.stored == len(expected)
+        assert sampler.latest == {s.key: s.value for s in samples}  # raw values kept for export
+    drops = sampler.drops
+    assert (drops.first, drops.reset, drops.stall) == tuple(reference.drops.values())
     assert drops.first and drops.reset and drops.stall  # the scenario exercised every rule
     assert replay.layouts == 2  # the restart made a new layout, whose other baselines carried over
     assert compared > 500

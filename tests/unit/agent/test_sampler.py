@@ -4,6 +4,7 @@ import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,9 +27,12 @@ from agent.series import (
     NODE_MEMORY_USAGE_BYTES,
     SYSTEM_CPU_USAGE_CORES,
     SYSTEM_MEMORY_USAGE_BYTES,
+    BlockBuilder,
     Kind,
     Sample,
+    SampleBlock,
     SeriesKey,
+    block_of,
 )
 from agent.store import build_report
 from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
@@ -40,6 +44,7 @@ class Scripted:
     def __init__(self, name: str, script: list[list[Sample]], *, is_async: bool = False) -> None:
         self._name, self._script, self._async = name, script, is_async
         self._errors = SeriesErrors()
+        self._builder = BlockBuilder()
 
     @property
     def name(self) -> str:
@@ -49,16 +54,24 @@ class Scripted:
     def errors(self) -> SeriesErrors:
         return self._errors
 
+    @property
+    def devices(self) -> Sequence[Any]:
+        return ()
+
+    def close(self) -> None:
+        pass
+
     def collect(self, now: float):  # type: ignore[no-untyped-def]
         batch = self._script.pop(0)
         if isinstance(batch, Exception):
             raise batch
+        block = block_of(batch, self._builder)
         if not self._async:
-            return batch
+            return block
 
-        async def later() -> Sequence[Sample]:
+        async def later() -> SampleBlock:
             await asyncio.sleep(0)
-            return batch
+            return block
 
         return later()
 

@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.report import PodInfo, ReportPolicy, aggregate, build_status
+from agent.collectors.simulated import (
+    ProfileError,
+    SimulatedNodeCollector,
+    SimulationParams,
+    draw_cpu,
+    node_capacity,
+    usage_profile,
+)
+from agent.report import PodIdentity, ReportPolicy, aggregate, build_status
 from agent.sampler import Sampler
 from agent.series import (
     CPU_USAGE_CORES,
@@ -17,15 +25,7 @@ from agent.series import (
     SYSTEM_CPU_USAGE_CORES,
     SeriesKey,
 )
-from agent.simulate import (
-    ProfileError,
-    SimulatedNodeCollector,
-    SimulationParams,
-    draw_cpu,
-    node_capacity,
-    node_selected,
-    usage_profile,
-)
+from agent.simulate import node_selected
 
 Mi = 1024 * 1024
 PARAMS = SimulationParams(usage_fraction=0.5, burstiness=0.3, node_noise=0.1, system_cpu=0.2, system_memory=512 * Mi)
@@ -156,7 +156,7 @@ def test_simulated_node_through_the_real_sampler_and_report() -> None:
     assert agg.avg(SeriesKey(SYSTEM_CPU_USAGE_CORES)) == pytest.approx(0.2, rel=0.1)
     window = agg.window(SeriesKey(NODE_CPU_USAGE_CORES), 300)
     assert window is not None and window["p99"] > window["p50"] > 3.0
-    infos = {p["metadata"]["uid"]: PodInfo.from_pod(p) for p in pods[:2]}
+    infos = {p["metadata"]["uid"]: PodIdentity.from_pod(p) for p in pods[:2]}
     status = build_status(agg, infos).to_wire()
     assert [p["name"] for p in status["podsMetric"]] == ["batch", "web"]
     assert status["nodeMetric"]["aggregatedNodeUsages"][0]["usage"]["p95"]["resources"]["cpu"]
