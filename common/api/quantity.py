@@ -128,8 +128,12 @@ def _magnitude_nanos(digits: str, exp10: int, exp2: int) -> int:
     return -(-scaled // factor)  # ceiling division: round up to the next nano
 
 
+@functools.lru_cache(maxsize=4096)
 def _parse_text(text: str) -> tuple[int, Format]:
-    """Parse a wire string into (nanos, format) following Go's ParseQuantity."""
+    """Parse a wire string into (nanos, format) following Go's ParseQuantity.
+
+    Cached: a cluster's objects repeat a few quantity strings ("250m", "1Gi") and the scheduler
+    parses every pod's requests and limits on each spec change; rejections are not cached."""
     match = _WIRE_RE.fullmatch(text)
     if match is None:
         raise _Reject(

@@ -154,20 +154,22 @@ class PodInfo:
         return self
 
     def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:
-        """This pod at a newer version whose spec, labels and annotations are unchanged.
+        """This pod at a newer version whose spec (but for nodeName), labels and annotations are unchanged.
 
-        Only what comes from `status` and `metadata.deletionTimestamp` is read again: most
-        watch events of a pod are status updates (the kubelet reporting it running), and
-        parsing requests, affinity and tolerations again for each of them is wasted work.
-        The caller checks that the scheduling fields really are unchanged."""
+        Only what comes from `status`, `metadata.deletionTimestamp` and `spec.nodeName` is read
+        again: most watch events of a pod are its binding and status updates (the kubelet
+        reporting it running), and parsing requests, affinity and tolerations again for each of
+        them is wasted work. The caller checks that the other scheduling fields are unchanged."""
         meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
-            raise InvalidObjectError("pod: metadata and status must be objects")
+        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
+            raise InvalidObjectError("pod: metadata, spec and status must be objects")
         new = PodInfo.__new__(PodInfo)
         for name in PodInfo.__slots__:
             setattr(new, name, getattr(self, name))
         new.raw = obj
+        new.node_name = str(spec.get("nodeName") or "")
         new.deleting = meta.get("deletionTimestamp") is not None
         new.phase = str(status.get("phase") or "")
         new.scheduled_at, new.initialized_at = _condition_times(status.get("conditions"))

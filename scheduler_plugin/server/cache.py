@@ -88,11 +88,23 @@ def node_changed_for_scheduling(old: Mapping[str, Any], new: Mapping[str, Any]) 
     return any(_field(old, path) != _field(new, path) for path in _NODE_FIELDS)
 
 
+def _same_spec_but_node_name(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    if old == new:
+        return True
+    if old.get("nodeName") == new.get("nodeName") or old.keys() - {"nodeName"} != new.keys() - {"nodeName"}:
+        return False
+    return all(value == new[key] for key, value in old.items() if key != "nodeName")
+
+
 def same_scheduling_fields(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Only status (or deletionTimestamp) differs: the parsed PodInfo can be reused."""
+    """Only status, deletionTimestamp or spec.nodeName differ: the parsed PodInfo can be reused
+    (`PodInfo.with_status_of` reads those again). The binding of every pod is such a change."""
     old_meta, new_meta = old.get("metadata") or {}, new.get("metadata") or {}
+    old_spec, new_spec = old.get("spec"), new.get("spec")
     return (
-        old.get("spec") == new.get("spec")
+        isinstance(old_spec, Mapping)
+        and isinstance(new_spec, Mapping)
+        and _same_spec_but_node_name(old_spec, new_spec)
         and old_meta.get("uid") == new_meta.get("uid")
         and old_meta.get("labels") == new_meta.get("labels")
         and old_meta.get("annotations") == new_meta.get("annotations")

@@ -13,12 +13,13 @@ import pytest
 
 from common.kube.http import KubeError
 from scheduler_plugin.framework.events import NODE_ADD, NODE_METRIC
+from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import scheduler as scheduler_module
 from scheduler_plugin.server.binder import APIBinder
-from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed
+from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed, same_scheduling_fields
 from scheduler_plugin.server.queueing import EventInterests
 from scheduler_plugin.server.reporter import Reporter, condition_patch
 from scheduler_plugin.server.scheduler import Scheduler
@@ -317,3 +318,20 @@ def test_a_crash_in_one_cycle_costs_one_attempt_not_the_loop(monkeypatch: pytest
         assert crashes == ["default/p"]
 
     asyncio.run(run())
+
+
+def test_a_binding_event_reuses_the_parsed_pod_with_its_new_node() -> None:
+    pending = pod("p", cpu="1", tolerations=[{"key": "k", "operator": "Exists"}])
+    info = PodInfo.from_dict(pending)
+    bound = {**pending, "spec": {**pending["spec"], "nodeName": "n1"},
+             "status": {"conditions": [{"type": "PodScheduled", "status": "True",
+                                        "lastTransitionTime": "2026-01-01T00:00:10Z"}]}}  # fmt: skip
+    assert same_scheduling_fields(pending, bound)
+    again = info.with_status_of(bound)
+    assert (again.node_name, again.tolerations, again.requests) == ("n1", info.tolerations, info.requests)
+    assert again.scheduled_at is not None and info.node_name == ""
+    # Any other spec change (also together with the node name) is parsed anew.
+    moved = {**bound, "spec": {**bound["spec"], "priority": 7}}
+    assert not same_scheduling_fields(pending, moved)
+    assert not same_scheduling_fields(bound, {**bound, "spec": {**bound["spec"], "tolerations": []}})
+    assert same_scheduling_fields(bound, {**bound, "status": {"phase": "Running"}})

@@ -1,0 +1,328 @@
+"""A backlog drained by each scheduler, like kube-scheduler's scheduler_perf "SchedulingBasic".
+
+    .venv/bin/python bench/scheduler_backlog_bench.py [--nodes 1000 5000] [--pods 5000] [--concurrency 32]
+                                                      [--schedulers kube-scheduler loadline] [--seed 7]
+                                                      [--timeout 600] [--logs DIR] [--profile-loadline FILE]
+
+One control plane (etcd, kube-apiserver, kwok — tests/harness) per node count, with kwok nodes of
+32 cpu / 256Gi and a fresh NodeMetric for each (scheduler_e2e_bench's, rewritten every 30 s), so
+Loadline's LoadAwareScheduling really filters and scores. Then, for each scheduler in turn, on the
+same nodes with the same pods (fixed by `--seed`):
+
+  1. with no scheduler running, create the whole backlog of `--pods` pending pods and wait until
+     a watch has seen all of them;
+  2. start the scheduler process (clock starts) and wait until a watch sees every pod bound;
+  3. stop it, delete the pods and wait until they are gone.
+
+Reported per scheduler, from this process's watch (client clock, sub-second):
+  pods/s          pods / (first pod bound -> last pod bound): the drain rate, start-up excluded
+  start s         scheduler process started -> first pod bound (start-up, informer sync)
+  p50/p99 s       first pod bound -> each pod bound: how long a pod of the backlog waits in the queue
+                  once scheduling is under way (every pod is in the queue from the initial list)
+  sched cpu-s/1k  CPU seconds of the scheduler process from start to the last pod bound, per 1,000 pods
+                  (start-up and the initial list of the backlog included, as they are part of the cost)
+  apisrv cpu-s/1k the API server's CPU over the same span, per 1,000 pods, and its share of the wall
+                  time: near the number of cores, the API server (not the scheduler) is the bound
+Ratios loadline/kube-scheduler follow the table: pods/s (target >= 1.0) and CPU per pod (target <= 1.0).
+
+Schedulers are a small table (`SCHEDULERS`): a name, the `schedulerName` its pods carry, and a start
+function (command + config). Adding koord-scheduler is one more entry. The exit status is 0 whether
+or not the targets are met; the verdict is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.scheduler_e2e_bench import (
+    NAMESPACE,
+    NODE_CPU_MILLI,
+    NODE_MEMORY_GI,
+    PODS_PATH,
+    PodSpec,
+    create_pods,
+    delete_pods,
+    percentile,
+    pod_object,
+    process_cpu_seconds,
+    usage_of,
+    workload,
+    write_node_metrics,
+)
+from common.kube.http import JSON, KubeHTTP
+from common.kube.reflector import EventType, Reflector
+from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
+from tests.harness.processes import Component, free_port
+
+KUBE = "kube-scheduler"
+LOADLINE = "loadline"
+
+
+# --------------------------------------------------------------------------- the schedulers
+@dataclass(frozen=True)
+class SchedulerUnderTest:
+    """One scheduler: what its pods name in spec.schedulerName and how to start it (not waiting for it)."""
+
+    name: str
+    scheduler_name: str
+    start: Callable[[ControlPlane, argparse.Namespace], Component]
+
+
+def start_kube_scheduler(plane: ControlPlane, args: argparse.Namespace) -> Component:
+    """The real kube-scheduler, default profile, client qps/burst 5000 (scheduler_perf's), no leader election."""
+    config = plane.root / "backlog-kube-scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"clientConnection: {{kubeconfig: {plane.kubeconfig}, qps: 5000, burst: 5000}}\n"
+        "leaderElection: {leaderElect: false}\n"
+        "profiles: [{schedulerName: default-scheduler}]\n"
+    )
+    return Component(
+        "backlog-kube-scheduler",
+        [str(plane.binary("kube-scheduler")), f"--config={config}", "--bind-address=127.0.0.1",
+         f"--secure-port={free_port()}", "--v=1"],
+        plane.root / "logs" / "backlog-kube-scheduler.log",
+    )  # fmt: skip
+
+
+def start_loadline(plane: ControlPlane, args: argparse.Namespace) -> Component:
+    """`loadline scheduler`, its default profile (LoadAwareScheduling on), client qps/burst 5000 as well."""
+    config = plane.root / "backlog-loadline.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "clientConnection: {qps: 5000, burst: 5000}\n"
+        "profiles: [{schedulerName: loadline-scheduler}]\n"
+    )
+    python = [sys.executable]
+    if args.profile_loadline:  # cProfile writes the file when the process exits on SIGTERM
+        python += ["-m", "cProfile", "-o", str(Path(args.profile_loadline).resolve())]
+    return Component(
+        "backlog-loadline-scheduler",
+        [*python, "-m", "common.cli", "scheduler", f"--kubeconfig={plane.kubeconfig}", f"--config={config}",
+         "--bind-address=127.0.0.1", f"--port={free_port()}", "--no-leader-elect"],
+        plane.root / "logs" / "backlog-loadline-scheduler.log",
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+
+
+SCHEDULERS = {
+    KUBE: SchedulerUnderTest(KUBE, "default-scheduler", start_kube_scheduler),
+    LOADLINE: SchedulerUnderTest(LOADLINE, "loadline-scheduler", start_loadline),
+}
+
+
+# --------------------------------------------------------------------------- one drain
+@dataclass
+class DrainResult:
+    scheduler: str
+    nodes: int
+    pods: int
+    bound: int = 0
+    start_seconds: float = float("nan")  # process start -> first bound
+    drain_seconds: float = float("nan")  # first bound -> last bound
+    waits: list[float] = field(default_factory=list)  # first bound -> each bound
+    scheduler_cpu: float = 0.0
+    apiserver_cpu: float = 0.0
+    wall: float = 0.0  # process start -> last bound
+
+    @property
+    def rate(self) -> float:
+        return (self.bound - 1) / self.drain_seconds if self.drain_seconds > 0 else float("nan")
+
+    def per_k(self, cpu: float) -> float:
+        return cpu * 1000 / max(self.bound, 1)
+
+
+class PodWatch:
+    """The bench's own watch of the namespace: when each pod was first seen, and first seen bound."""
+
+    def __init__(self, http: KubeHTTP) -> None:
+        self.reflector = Reflector(http, PODS_PATH, name="backlog-bench-pods", watch_timeout_seconds=900)
+        self.reflector.add_handler(self._on_event)
+        self.wanted: set[str] = set()
+        self.seen: set[str] = set()
+        self.bound: dict[str, float] = {}
+        self.all_seen = asyncio.Event()
+        self.all_bound = asyncio.Event()
+
+    def expect(self, names: set[str]) -> None:
+        self.wanted, self.seen, self.bound = names, set(), {}
+        self.all_seen.clear()
+        self.all_bound.clear()
+
+    def _on_event(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        name = (obj.get("metadata") or {}).get("name", "")
+        if kind == "DELETED" or name not in self.wanted:
+            return
+        self.seen.add(name)
+        if len(self.seen) == len(self.wanted):
+            self.all_seen.set()
+        if name not in self.bound and (obj.get("spec") or {}).get("nodeName"):
+            self.bound[name] = time.time()
+            if len(self.bound) == len(self.wanted):
+                self.all_bound.set()
+
+
+async def drain(
+    plane: ControlPlane, http: KubeHTTP, watch: PodWatch, which: SchedulerUnderTest, specs: list[PodSpec],
+    *, args: argparse.Namespace, nodes: int,
+) -> DrainResult:  # fmt: skip
+    objects = [pod_object(s, f"bl-{which.name[:2]}", which.scheduler_name) for s in specs]
+    watch.expect({o["metadata"]["name"] for o in objects})
+    created = time.time()
+    await create_pods(http, objects, args.concurrency, {})
+    await asyncio.wait_for(watch.all_seen.wait(), 120)
+    print(f"  {which.name}: backlog of {len(objects)} pods created in {time.time() - created:.1f}s", flush=True)
+    await write_node_metrics(http, usage_of([f"e2e-{i:04d}" for i in range(nodes)], args.seed), create=False)
+
+    result = DrainResult(which.name, nodes, len(objects))
+    component = which.start(plane, args)
+    api_pid = plane.apiserver.proc.pid if plane.apiserver.proc else None
+    api0 = process_cpu_seconds(api_pid)
+    started = time.time()
+    component.start()
+    plane.extra.append(component)
+    pid = component.proc.pid if component.proc else None
+    last_cpu = 0.0
+    try:
+        deadline = started + args.timeout
+        while not watch.all_bound.is_set() and time.time() < deadline:
+            if not component.alive():
+                raise RuntimeError(f"{which.name} exited early; see {component.log_path}")
+            last_cpu = process_cpu_seconds(pid) or last_cpu  # the last reading before it is stopped
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch.all_bound.wait(), 0.5)
+        result.scheduler_cpu = process_cpu_seconds(pid) or last_cpu
+        result.apiserver_cpu = process_cpu_seconds(api_pid) - api0
+    finally:
+        await asyncio.to_thread(plane.stop_component, component)
+    times = sorted(watch.bound.values())
+    result.bound = len(times)
+    if times:
+        result.start_seconds = times[0] - started
+        result.drain_seconds = times[-1] - times[0]
+        result.waits = [t - times[0] for t in times]
+        result.wall = times[-1] - started
+    print(
+        f"  {which.name}: {result.bound}/{result.pods} bound; start {result.start_seconds:.1f}s, drain "
+        f"{result.drain_seconds:.1f}s ({result.rate:.0f} pods/s); cpu: scheduler {result.scheduler_cpu:.1f}s, "
+        f"apiserver {result.apiserver_cpu:.1f}s",
+        flush=True,
+    )
+    await delete_pods(http)
+    return result
+
+
+# --------------------------------------------------------------------------- a cluster per node count
+REFRESH_SECONDS = 60.0  # koordlet's default report interval; LoadAware expires a NodeMetric after 180 s
+
+
+async def refresh_node_metrics(http: KubeHTTP, usage: dict[str, tuple[int, int]]) -> None:
+    while True:
+        await asyncio.sleep(REFRESH_SECONDS)
+        with contextlib.suppress(Exception):  # a failed refresh shows up as expired nodes, not as a crash
+            await write_node_metrics(http, usage, create=False)
+
+
+async def run_nodes(plane: ControlPlane, nodes: int, args: argparse.Namespace) -> list[DrainResult]:
+    names = [f"e2e-{i:04d}" for i in range(nodes)]
+    await asyncio.to_thread(plane.kubectl, "create", "namespace", NAMESPACE)
+    objects = [fake_node(n, cpu=str(NODE_CPU_MILLI // 1000), memory=f"{NODE_MEMORY_GI}Gi") for n in names]
+    for start in range(0, nodes, 500):
+        await asyncio.to_thread(plane.apply, objects[start : start + 500])
+    await asyncio.to_thread(
+        plane.kubectl, "wait", "--for=condition=Ready", "node", "--all", "--timeout=600s", timeout=620
+    )
+    http = await KubeHTTP.connect(plane.kubeconfig, user_agent="scheduler-backlog-bench")
+    usage = usage_of(names, args.seed)
+    await write_node_metrics(http, usage, create=True)
+    refresher = asyncio.create_task(refresh_node_metrics(http, usage))
+    watch = PodWatch(http)
+    watching = asyncio.create_task(watch.reflector.run())
+    specs = workload(args.pods, args.seed)
+    results = []
+    try:
+        await asyncio.wait_for(watch.reflector.synced.wait(), 60)
+        for name in args.schedulers:
+            print(f"{nodes} nodes: {name}", flush=True)
+            results.append(await drain(plane, http, watch, SCHEDULERS[name], specs, args=args, nodes=nodes))
+    finally:
+        for task in (refresher, watching):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await http.close()
+    return results
+
+
+def report(results: list[DrainResult]) -> None:
+    print()
+    print(
+        f"{'nodes':>5} {'scheduler':<15} {'bound':>11} {'pods/s':>7} {'start s':>7} {'p50 s':>6} {'p99 s':>6}"
+        f" {'sched cpu-s/1k':>14} {'apisrv cpu-s/1k':>15} {'apisrv cores':>12}"
+    )
+    for r in results:
+        cores = r.apiserver_cpu / r.wall if r.wall > 0 else float("nan")
+        print(
+            f"{r.nodes:>5} {r.scheduler:<15} {r.bound:>5}/{r.pods:<5} {r.rate:>7.0f} {r.start_seconds:>7.1f}"
+            f" {percentile(r.waits, 0.5):>6.1f} {percentile(r.waits, 0.99):>6.1f}"
+            f" {r.per_k(r.scheduler_cpu):>14.2f} {r.per_k(r.apiserver_cpu):>15.2f} {cores:>12.2f}"
+        )
+    print()
+    for nodes in sorted({r.nodes for r in results}):
+        by = {r.scheduler: r for r in results if r.nodes == nodes}
+        if KUBE not in by or LOADLINE not in by:
+            continue
+        kube, ours = by[KUBE], by[LOADLINE]
+        rate = ours.rate / kube.rate
+        cpu = ours.per_k(ours.scheduler_cpu) / kube.per_k(kube.scheduler_cpu)
+        complete = ours.bound == ours.pods and kube.bound == kube.pods
+        print(
+            f"{nodes} nodes, loadline/kube-scheduler: pods/s {rate:.2f} (target >= 1.0: "
+            f"{'MET' if rate >= 1 and complete else 'NOT MET'}), CPU per pod {cpu:.2f} (target <= 1.0: "
+            f"{'MET' if cpu <= 1 and complete else 'NOT MET'}){'' if complete else ' (some pods never bound)'}"
+        )
+    print(f"({os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the end)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    parser.add_argument("--pods", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=32, help="create requests in flight")
+    parser.add_argument("--schedulers", nargs="+", default=[KUBE, LOADLINE], choices=sorted(SCHEDULERS))
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one scheduler may take to drain")
+    parser.add_argument("--logs", metavar="DIR", help="copy the components' logs here before each cluster goes")
+    parser.add_argument("--profile-loadline", metavar="FILE", help="run Loadline under cProfile, stats to FILE")
+    args = parser.parse_args()
+
+    started = time.monotonic()
+    results: list[DrainResult] = []
+    for nodes in args.nodes:
+        plane = ControlPlane.start()
+        try:
+            plane.start_kwok()
+            results += asyncio.run(run_nodes(plane, nodes, args))
+        finally:
+            if args.logs:
+                shutil.copytree(plane.root / "logs", Path(args.logs) / f"{nodes}-nodes", dirs_exist_ok=True)
+            plane.stop()
+    report(results)
+    print(f"(whole run {time.monotonic() - started:.0f}s; {args.pods} pods; one control plane per node count)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
