@@ -6,11 +6,19 @@ keep references to it after that.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from scheduler_plugin.framework.podinfo import PodInfo
 
 T = TypeVar("T")
+
+
+@runtime_checkable
+class StateData(Protocol):
+    """Cycle-state data that `CycleState.clone` copies (kube-scheduler's StateData.Clone):
+    what a plugin changes in AddPod/RemovePod must be copied, the rest may be shared."""
+
+    def clone(self) -> StateData: ...
 
 
 class CycleState:
@@ -40,3 +48,12 @@ class CycleState:
 
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        """A copy for a simulation (preemption's dry run): `StateData` values are cloned, others shared."""
+        copy = CycleState()
+        copy._data = {k: v.clone() if isinstance(v, StateData) else v for k, v in self._data.items()}
+        copy.skip_filter_plugins = set(self.skip_filter_plugins)
+        copy.skip_score_plugins = set(self.skip_score_plugins)
+        copy.pods_to_activate = dict(self.pods_to_activate)
+        return copy

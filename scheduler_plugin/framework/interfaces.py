@@ -173,16 +173,16 @@ class FrameworkHandle(Protocol):
         """The candidates every Filter plugin passes (Error status: a plugin failed)."""
         ...
 
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_name: str, snap: Snapshot
+    def run_pre_filter_extension_add_pods(
+        self, state: CycleState, pod: PodInfo, snap: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
     ) -> Status:
-        """Simulate `pod_to_add` on `node_name` in the PreFilter plugins' cycle state."""
+        """Simulate `pods[i]` running on node row `rows[i]` in the PreFilter plugins' cycle state."""
         ...
 
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_name: str, snap: Snapshot
+    def run_pre_filter_extension_remove_pods(
+        self, state: CycleState, pod: PodInfo, snap: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
     ) -> Status:
-        """Simulate `pod_to_remove` leaving `node_name` in the PreFilter plugins' cycle state."""
+        """Simulate `pods[i]` leaving node row `rows[i]` (preemption removing victims)."""
         ...
 
 
@@ -219,17 +219,19 @@ class PreFilterPlugin(Plugin, Protocol):
 
 @runtime_checkable
 class PreFilterExtensions(PreFilterPlugin, Protocol):
-    """A PreFilter whose cycle state depends on the pods on nodes (kube-scheduler's AddPod/RemovePod):
-    preemption and nominated pods simulate a pod added to or removed from a node through these,
-    so the plugin's Filter then sees the changed node without a new PreFilter."""
+    """A PreFilter whose Filter depends on the pods on nodes (kube-scheduler's AddPod/RemovePod),
+    vectorised: `pods[i]` is added to (removed from) node row `rows[i]`; a row may repeat.
 
-    def add_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_name: str, snapshot: Snapshot
-    ) -> Status: ...
+    Preemption and nominated pods simulate a changed cluster through these; the plugin keeps
+    the change in its cycle state (as a `StateData`, so a cloned state carries its own copy)
+    and its Filter applies it, without a new PreFilter. The snapshot itself never changes.
+    """
 
-    def remove_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_name: str, snapshot: Snapshot
-    ) -> Status: ...
+    def add_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                 pods: Sequence[PodInfo]) -> Status: ...
+
+    def remove_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                    pods: Sequence[PodInfo]) -> Status: ...
 
 
 @runtime_checkable

@@ -55,8 +55,10 @@ class PodInfo:
         "namespace",
         "node_name",
         "node_selector",
+        "nominated_node_name",
         "nonzero_requests",
         "phase",
+        "preempt_never",
         "preferred_affinity",
         "priority",
         "raw",
@@ -65,6 +67,7 @@ class PodInfo:
         "scheduled_at",
         "scheduler_name",
         "scheduling_gates",
+        "start_time",
         "tolerations",
         "uid",
     )
@@ -93,6 +96,9 @@ class PodInfo:
     scheduling_gates: tuple[str, ...]
     scheduled_at: float | None
     initialized_at: float | None
+    start_time: float | None  # status.startTime (kubelet), None until the pod runs
+    nominated_node_name: str  # status.nominatedNodeName: where preemption made room for it
+    preempt_never: bool  # spec.preemptionPolicy: Never
     gang: GangRef | None
     gang_error: str | None
     memo: dict[str, Any]
@@ -145,6 +151,12 @@ class PodInfo:
         gates = spec.get("schedulingGates") or []
         self.scheduling_gates = tuple(str(g.get("name", "")) for g in gates if isinstance(g, Mapping))
         self.scheduled_at, self.initialized_at = _condition_times(status.get("conditions"))
+        self.start_time = parse_time(status.get("startTime"), "status.startTime")
+        self.nominated_node_name = str(status.get("nominatedNodeName") or "")
+        policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        if policy not in ("PreemptLowerPriority", "Never"):
+            raise InvalidObjectError(f"spec.preemptionPolicy: unknown value {policy!r}")
+        self.preempt_never = policy == "Never"
         try:
             self.gang, self.gang_error = gang_of(obj), None
         except GangSpecError as exc:
@@ -173,6 +185,8 @@ class PodInfo:
         new.deleting = meta.get("deletionTimestamp") is not None
         new.phase = str(status.get("phase") or "")
         new.scheduled_at, new.initialized_at = _condition_times(status.get("conditions"))
+        new.start_time = parse_time(status.get("startTime"), "status.startTime")
+        new.nominated_node_name = str(status.get("nominatedNodeName") or "")
         new.memo = dict(self.memo)
         return new
 

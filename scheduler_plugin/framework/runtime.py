@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -303,29 +303,28 @@ class Framework:
         self.point_done("PreFilter", status.code, started)
         return allowed, status, narrowing
 
-    def run_pre_filter_extension_add_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_add: PodInfo, node_name: str, snap: Snapshot
+    def run_pre_filter_extension_add_pods(
+        self, state: CycleState, pod: PodInfo, snap: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
     ) -> Status:
-        """Tell the PreFilter plugins' cycle state that `pod_to_add` runs on `node_name` (a
-        simulation, as preemption does with nominated pods); their Filters then account for it."""
-        return self._run_pre_filter_extensions("AddPod", state, pod, pod_to_add, at=(node_name, snap))
+        """Tell the PreFilter plugins' cycle state that `pods[i]` runs on node row `rows[i]` (a
+        simulation: preemption reprieving victims, nominated pods); their Filters then account for it."""
+        return self._run_pre_filter_extensions("AddPod", state, pod, snap, rows, pods)
 
-    def run_pre_filter_extension_remove_pod(
-        self, state: CycleState, pod: PodInfo, pod_to_remove: PodInfo, node_name: str, snap: Snapshot
+    def run_pre_filter_extension_remove_pods(
+        self, state: CycleState, pod: PodInfo, snap: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
     ) -> Status:
-        """The reverse of `run_pre_filter_extension_add_pod` (preemption removing a victim)."""
-        return self._run_pre_filter_extensions("RemovePod", state, pod, pod_to_remove, at=(node_name, snap))
+        """The reverse of `run_pre_filter_extension_add_pods` (preemption removing victims)."""
+        return self._run_pre_filter_extensions("RemovePod", state, pod, snap, rows, pods)
 
     def _run_pre_filter_extensions(
-        self, point: str, state: CycleState, pod: PodInfo, other: PodInfo, *, at: tuple[str, Snapshot]
+        self, point: str, state: CycleState, pod: PodInfo, snap: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
     ) -> Status:
-        node_name, snap = at
         try:
             for plugin in self.pre_filter_plugins:
                 if not isinstance(plugin, PreFilterExtensions) or plugin.name in state.skip_filter_plugins:
                     continue
-                method = plugin.add_pod if point == "AddPod" else plugin.remove_pod
-                status = self._invoke(point, plugin, method, state, pod, other, node_name, snap)
+                method = plugin.add_pods if point == "AddPod" else plugin.remove_pods
+                status = self._invoke(point, plugin, method, state, pod, snap, rows, pods)
                 if not status.is_success():
                     return failed_status(point, plugin, status)
         except PluginFailed as failed:

@@ -30,6 +30,7 @@ from common.api import constants as c
 from common.api.pod import scalar
 from common.api.podgroup import PodGroup
 from common.api.quantity import Quantity, QuantityError
+from scheduler_plugin.framework.disruption import DisruptionBudget
 from scheduler_plugin.framework.k8s_types import InvalidObjectError, Taint, parse_taints, string_map
 from scheduler_plugin.framework.nodeload import NodeLoad
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
@@ -158,6 +159,7 @@ class Snapshot:
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
         self._loads: dict[str, NodeLoad] = {}
         self.pod_groups: dict[str, PodGroupInfo] = {}
+        self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -167,6 +169,7 @@ class Snapshot:
         pods: Iterable[Mapping[str, Any]] = (),
         node_metrics: Iterable[Mapping[str, Any]] = (),
         pod_groups: Iterable[Mapping[str, Any]] = (),
+        disruption_budgets: Iterable[Mapping[str, Any]] = (),
     ) -> Snapshot:
         node_list = list(nodes)
         snap = cls(initial_capacity=max(len(node_list), 1))
@@ -176,6 +179,8 @@ class Snapshot:
             snap.upsert_node_metric(metric)
         for group in pod_groups:
             snap.upsert_pod_group(group)
+        for budget in disruption_budgets:
+            snap.upsert_disruption_budget(budget)
         for pod in pods:
             snap.upsert_pod(pod)
         return snap
@@ -610,6 +615,15 @@ class Snapshot:
 
     def remove_pod_group(self, namespace: str, name: str) -> None:
         self.pod_groups.pop(pod_key(namespace, name), None)
+
+    # ------------------------------------------------------------------ PodDisruptionBudgets
+    def upsert_disruption_budget(self, obj: Mapping[str, Any]) -> DisruptionBudget:
+        budget = DisruptionBudget.from_dict(obj)
+        self.disruption_budgets[pod_key(budget.namespace, budget.name)] = budget
+        return budget
+
+    def remove_disruption_budget(self, namespace: str, name: str) -> None:
+        self.disruption_budgets.pop(pod_key(namespace, name), None)
 
 
 def _assigned_time(pod: PodInfo, previous: PodInfo | None) -> float:

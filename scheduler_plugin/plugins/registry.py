@@ -23,6 +23,7 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins import (
     coscheduling,
     defaultbinder,
+    defaultpreemption,
     loadaware,
     networktopology,
     nodeaffinity,
@@ -47,6 +48,8 @@ IN_TREE_REGISTRY = Registry(
         coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
         networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
         defaultbinder.NAME: PluginSpec(defaultbinder.DefaultBinder.new),
+        defaultpreemption.NAME: PluginSpec(defaultpreemption.DefaultPreemption.new,
+                                           defaultpreemption.DefaultPreemptionArgs),
     }
 )
 

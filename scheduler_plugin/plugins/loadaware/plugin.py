@@ -11,16 +11,20 @@ estimated usage = base + delta + incoming pod's estimate, where per node
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from pydantic import BaseModel
 
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
+from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, PreFilterResult, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
+from scheduler_plugin.framework.row_delta import RowDelta, row_delta
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
+from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.loadaware.args import LoadAwareSchedulingArgs
 from scheduler_plugin.plugins.loadaware.formulas import (
     combine_scores,
@@ -34,6 +38,8 @@ NAME = "LoadAwareScheduling"
 REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
+# cycle state: RowDelta over (base_usage | base_agg_filter | base_prod) of pods a simulation added/removed
+SIMULATED = "LoadAwareScheduling/simulated"
 
 
 class LoadAwareScheduling:
@@ -63,6 +69,29 @@ class LoadAwareScheduling:
     def sync_snapshot(self, snapshot: Snapshot) -> None:
         self.table.sync(snapshot)
 
+    # ------------------------------------------------------------------ PreFilter extensions
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS  # present so AddPod/RemovePod run in simulations (preemption, nominated pods)
+
+    def add_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                 pods: Sequence[PodInfo]) -> Status:
+        return self._simulate(state, snapshot, rows, pods, 1)
+
+    def remove_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                    pods: Sequence[PodInfo]) -> Status:
+        """A removed victim takes its measured usage and its not-yet-reflected estimate with it."""
+        return self._simulate(state, snapshot, rows, pods, -1)
+
+    def _simulate(self, state: CycleState, snapshot: Snapshot, rows: IndexArray, pods: Sequence[PodInfo],
+                  sign: int) -> Status:
+        if not pods:
+            return SUCCESS
+        t = self.table
+        t.sync(snapshot)
+        shares = np.stack([t.contribution(int(i), p) for i, p in zip(rows, pods, strict=True)])
+        row_delta(state, SIMULATED, snapshot.num_slots, shares.shape[1]).add(rows, shares, sign)
+        return SUCCESS
+
     # ------------------------------------------------------------------ Filter
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
         if pod.is_daemonset:
@@ -88,23 +117,32 @@ class LoadAwareScheduling:
             checked &= ~expired
         checked &= t.has_status.take(rows)
         if checked.any():
-            rejections += self._threshold_rejections(pod, rows, checked, use_prod & checked, use_agg & checked)
+            rejections += self._threshold_rejections(state, pod, rows, checked, use_prod & checked, use_agg & checked)
         if not rejections:
             return ALL_PASS
         return FilterResult.from_rejections(rows.size, rejections)
 
     def _threshold_rejections(
-        self, pod: PodInfo, rows: IndexArray, checked: BoolArray, use_prod: BoolArray, use_agg: BoolArray
+        self, state: CycleState, pod: PodInfo, rows: IndexArray, checked: BoolArray, use_prod: BoolArray,
+        use_agg: BoolArray,
     ) -> list[Rejection]:
         t = self.table
         # Per node, the path Koordinator takes: prod usage, else aggregated usage, else nodeUsage.
-        estimated = t.base_usage.take(rows, axis=1)
+        r = len(t.resources)
+        simulated = state.get(SIMULATED, RowDelta)
+        change = None if simulated is None else simulated.take(rows, 3 * r)
+
+        def base(path: int, values: IntArray) -> IntArray:
+            taken: IntArray = values.take(rows, axis=1)
+            return taken if change is None else taken + change[path * r : (path + 1) * r]
+
+        estimated = base(0, t.base_usage)
         limits = t.limit_usage.take(rows, axis=1)
         if use_agg.any():
-            estimated = np.where(use_agg, t.base_agg_filter.take(rows, axis=1), estimated)
+            estimated = np.where(use_agg, base(1, t.base_agg_filter), estimated)
             limits = np.where(use_agg, t.limit_aggregated.take(rows, axis=1), limits)
         if use_prod.any():
-            estimated = np.where(use_prod, t.base_prod.take(rows, axis=1), estimated)
+            estimated = np.where(use_prod, base(2, t.base_prod), estimated)
             limits = np.where(use_prod, t.limit_prod.take(rows, axis=1), limits)
         estimated = estimated + t.estimate(pod)[:, None]
         over = exceeds_limits(estimated, t.allocatable_f.take(rows, axis=1), limits) & checked

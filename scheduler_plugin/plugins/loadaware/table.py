@@ -120,6 +120,7 @@ class _PodShare:
     record: PodRecord
     pod: PodInfo
     estimate: IntArray
+    usage: IntArray | None  # measured in the NodeMetric's podsMetric
     delta: IntArray
     prod_usage: IntArray | None
     prod_delta: IntArray | None
@@ -245,7 +246,33 @@ class LoadTable:
                 prod_measured is not None, record.assigned_at, load.update_time, load.report_interval, deadline
             )
             prod_delta = np.zeros_like(estimate) if prod_reflected else np.maximum(estimate - prod_usage, 0)
-        return _PodShare(record, pod, estimate, delta, prod_usage, prod_delta)
+        return _PodShare(record, pod, estimate, usage, delta, prod_usage, prod_delta)
+
+    def contribution(self, i: int, pod: PodInfo) -> IntArray:
+        """What `pod` adds to row i's (base_usage, base_agg_filter, base_prod), concatenated.
+
+        For a pod accounted on the node: its measured usage plus its not-yet-reflected estimate
+        (or its estimate where the node's usage is missing), and its prod share. For a pod that
+        is not there (a nominated pod): its estimate, as for a pod just placed. Zeros for a node
+        without a NodeMetric (the filter does not check it). Call `sync` first."""
+        r = len(self.resources)
+        out = np.zeros(3 * r, np.int64)
+        row = self._state[i] if i < len(self._state) else None
+        if row is None or row.load is None:
+            return out
+        share = row.pods.get(pod.key)
+        if share is None:
+            estimate = self.estimate(pod)
+            out[: 2 * r] = np.tile(estimate, 2)
+            if row.prod and pod.koord_priority_class is PriorityClass.PROD:
+                out[2 * r :] = estimate
+            return out
+        measured_and_delta = share.delta + (share.usage if share.usage is not None else 0)
+        out[:r] = measured_and_delta if row.node_usage is not None else share.estimate
+        out[r : 2 * r] = measured_and_delta if row.agg_filter is not None else share.estimate
+        if share.prod_usage is not None and share.prod_delta is not None:
+            out[2 * r :] = share.prod_usage + share.prod_delta
+        return out
 
     # ------------------------------------------------------------------ sync
     def sync(self, snapshot: Snapshot) -> None:

@@ -9,6 +9,7 @@ for containers without requests) like kube-scheduler, so request-less pods sprea
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -18,14 +19,17 @@ from pydantic.alias_generators import to_camel
 from common.api import constants as c
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, Rejection
+from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, PreFilterResult, Rejection
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
+from scheduler_plugin.framework.row_delta import RowDelta, row_delta, stack
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, IndexArray, IntArray, Snapshot
+from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.noderesources.formulas import least_requested_score, most_requested_score
 
 NAME = "NodeResourcesFit"
 TOO_MANY_PODS = "Too many pods"
+SIMULATED = "NodeResourcesFit/simulated"  # cycle state: RowDelta of requests added/removed by a simulation
 
 
 class _Args(BaseModel):
@@ -69,17 +73,44 @@ class NodeResourcesFit:
     def _is_ignored(self, resource: str) -> bool:
         return resource in self._ignored or ("/" in resource and resource.split("/", 1)[0] in self._ignored_groups)
 
+    # ------------------------------------------------------------------ PreFilter (+ extensions)
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
+        return None, SUCCESS  # nothing to precompute; present so AddPod/RemovePod run in simulations
+
+    def add_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                 pods: Sequence[PodInfo]) -> Status:
+        return self._simulate(state, snapshot, rows, pods, 1)
+
+    def remove_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
+                    pods: Sequence[PodInfo]) -> Status:
+        return self._simulate(state, snapshot, rows, pods, -1)
+
+    def _simulate(self, state: CycleState, snapshot: Snapshot, rows: IndexArray, pods: Sequence[PodInfo],
+                  sign: int) -> Status:
+        if pods:
+            delta = row_delta(state, SIMULATED, snapshot.num_slots, len(snapshot.resource_names))
+            delta.add(rows, stack([snapshot.pod_vector(p) for p in pods]), sign)
+        return SUCCESS
+
+    # ------------------------------------------------------------------ Filter
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
         request = snapshot.pod_vector(pod)
         allocatable, requested = snapshot.allocatable, snapshot.requested
+        simulated = state.get(SIMULATED, RowDelta)
+        change = None if simulated is None else simulated.take(candidates, requested.shape[0])
+
+        def used(j: int) -> IntArray:
+            taken: IntArray = requested[j].take(candidates)
+            return taken if change is None else taken + change[j]
+
         rejections = []
-        too_many = requested[PODS].take(candidates) + 1 > allocatable[PODS].take(candidates)
+        too_many = used(PODS) + 1 > allocatable[PODS].take(candidates)
         if too_many.any():
             rejections.append(Rejection(TOO_MANY_PODS, too_many))
         for j in np.flatnonzero(request):
             if j == PODS or self._is_ignored(snapshot.resource_names[j]):
                 continue
-            free = allocatable[j].take(candidates) - requested[j].take(candidates)
+            free = allocatable[j].take(candidates) - used(int(j))
             short = request[j] > free
             if short.any():
                 rejections.append(Rejection(f"Insufficient {snapshot.resource_names[j]}", short))

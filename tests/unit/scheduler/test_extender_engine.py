@@ -308,4 +308,5 @@ def test_default_profile_runs_loadaware_only() -> None:
     framework = next(iter(frameworks.values()))
     assert [p.name for p in framework.filter_plugins] == [LOADAWARE]
     assert [(p.name, w) for p, w, _ in framework.score_plugins] == [(LOADAWARE, 1)]
-    assert framework.pre_filter_plugins == []
+    # LoadAware's PreFilter only carries the AddPod/RemovePod extensions (the preempt verb's simulation).
+    assert [p.name for p in framework.pre_filter_plugins] == [LOADAWARE]

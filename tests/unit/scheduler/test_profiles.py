@@ -29,7 +29,7 @@ def test_default_profile() -> None:
     fw = frameworks_from_config(None, snapshot=Snapshot())["loadline-scheduler"]
     assert fw.queue_sort_plugin is not None and fw.queue_sort_plugin.name == "Coscheduling"
     assert names(fw.pre_enqueue_plugins) == ["SchedulingGates"]
-    assert names(fw.pre_filter_plugins) == ["Coscheduling", "NodeAffinity"]
+    assert names(fw.pre_filter_plugins) == ["Coscheduling", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling"]
     assert names(fw.filter_plugins) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling",
     ]

@@ -1,0 +1,163 @@
+"""DefaultPreemption (PostFilter): when a pod fits nowhere, find the node where evicting the
+fewest, least important lower-priority pods lets it fit (kube-scheduler's `Evaluator.Preempt`).
+
+The plugin decides; it does not evict. The decision (the ranked candidates with their
+victims) goes into the cycle state under `DECISION` and the PostFilter result nominates the
+best node; the scheduler then evicts the victims through the Eviction API and, when the API
+server refuses (a budget), tries the next candidate.
+
+Steps as in kube-scheduler: the pod must be eligible (`preemptionPolicy: Never` is not, nor
+a pod whose nominated node still has a lower-priority pod terminating); nodes a Filter
+rejected as UnschedulableAndUnresolvable are skipped; the dry run starts at a random node
+and stops once it has `num_candidates` candidates (at least one without budget violations);
+the best is chosen by `ordering.rank`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel
+
+from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PostFilterResult
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
+from scheduler_plugin.framework.status import Code, Status
+from scheduler_plugin.plugins.defaultpreemption.args import DefaultPreemptionArgs
+from scheduler_plugin.plugins.defaultpreemption.dryrun import Candidate, SimulationError, select_victims
+from scheduler_plugin.plugins.defaultpreemption.ordering import num_candidates, rank
+
+NAME = "DefaultPreemption"
+DECISION = "DefaultPreemption/decision"  # cycle state: the PreemptionDecision of a successful PostFilter
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionDecision:
+    """What preemption found for one pod (also what `explain` shows)."""
+
+    preemptor: PodInfo
+    candidates: tuple[Candidate, ...]  # best first; the rest in the same order are the fallbacks
+    potential_nodes: int  # nodes where preemption might help
+    examined_nodes: int  # of those, how many the dry run simulated
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+
+class DefaultPreemption:
+    name = NAME
+
+    def __init__(self, args: DefaultPreemptionArgs, handle: FrameworkHandle) -> None:
+        self.args = args
+        self.handle = handle
+        self.rng = random.Random()
+
+    @classmethod
+    def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> DefaultPreemption:
+        return cls(args if isinstance(args, DefaultPreemptionArgs) else DefaultPreemptionArgs(), handle)
+
+    # ------------------------------------------------------------------ PostFilter
+    def post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status]:
+        eligible, why = self.eligible(pod, snapshot, diagnosis)
+        if not eligible:
+            return None, Status.unschedulable(f"preemption: {why}")
+        try:
+            decision, failures = self.find(state, pod, snapshot, diagnosis)
+        except SimulationError as exc:
+            return None, Status.error(f"preemption: {exc.status.message}")
+        if decision is None:
+            # A FitError over the nodes; the empty nomination clears the pod's old one.
+            return PostFilterResult(""), Status.unschedulable(f"preemption: {failures.message()}")
+        state.write(DECISION, decision)
+        return PostFilterResult(decision.best.node_name), Status(Code.SUCCESS)
+
+    def eligible(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> tuple[bool, str]:
+        """PodEligibleToPreemptOthers."""
+        if pod.preempt_never:
+            return False, NOT_ELIGIBLE_NEVER
+        nominated = snapshot.node_by_name(pod.nominated_node_name) if pod.nominated_node_name else None
+        if nominated is not None:
+            unresolvable = diagnosis.rows_rejected_with(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            if nominated.index in unresolvable:
+                return True, ""
+            for record in nominated.pods.values():
+                if record.pod.priority < pod.priority and record.pod.deleting:
+                    return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    def find(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PreemptionDecision | None, Diagnosis]:
+        """The ranked candidates, or None and why no node is one (as a FitError over all nodes)."""
+        all_rows = snapshot.node_indices()
+        failures = Diagnosis(int(all_rows.size))
+        unresolvable = diagnosis.rows_rejected_with(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        potential = np.setdiff1d(all_rows, unresolvable, assume_unique=True).astype(np.intp)
+        examined = 0
+        found: list[Candidate] = []
+        if potential.size:
+            wanted = num_candidates(int(potential.size), self.args.min_candidate_nodes_percentage,
+                                    self.args.min_candidate_nodes_absolute)
+            offset = self.rng.randrange(int(potential.size))
+            ordered = np.concatenate([potential[offset:], potential[:offset]])
+            found, examined = self._dry_run(state, pod, snapshot, ordered, wanted=wanted, failures=failures)
+        if not found:
+            seen = np.unique(np.concatenate([r.rows for r in failures.rejections] or [np.zeros(0, np.intp)]))
+            absent = np.setdiff1d(all_rows, seen, assume_unique=True).astype(np.intp)
+            failures.add_rows("", NOT_HELPFUL, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, absent)
+            return None, failures
+        order = rank([c.summary for c in found])
+        ranked = tuple(found[i] for i in order)
+        return PreemptionDecision(pod, ranked, int(potential.size), examined), failures
+
+    def _dry_run(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, ordered: IndexArray, *, wanted: int,
+        failures: Diagnosis,
+    ) -> tuple[list[Candidate], int]:
+        """Simulate nodes in `ordered` in windows until `wanted` candidates (one without violations)."""
+        now = self.handle.clock.now()
+        budgets = list(snapshot.disruption_budgets.values())
+        may_evict = _MayEvict(pod)
+        found: list[Candidate] = []
+        examined = 0
+        window = wanted
+        while examined < ordered.size:
+            rows = ordered[examined : examined + window]
+            result = select_victims(self.handle, state, pod, snapshot, rows, budgets=budgets, may_evict=may_evict,
+                                    now=now)
+            failures.rejections.extend(result.failures.rejections)
+            for candidate in result.candidates:
+                found.append(candidate)
+                clean = sum(1 for c in found if c.num_pdb_violations == 0)
+                if clean and len(found) >= wanted:
+                    # Stop where a node-by-node search would have stopped.
+                    stop = int(np.flatnonzero(rows == candidate.row)[0]) + 1
+                    return found, examined + stop
+            examined += int(rows.size)
+            window *= 2
+        return found, examined
+
+
+class _MayEvict:
+    """Whether a pod may be a victim of `preemptor`: lower priority, and never a gang sibling."""
+
+    __slots__ = ("gang", "priority")
+
+    def __init__(self, preemptor: PodInfo) -> None:
+        self.priority = preemptor.priority
+        self.gang = preemptor.gang.key if preemptor.gang is not None else None
+
+    def __call__(self, victim: PodInfo) -> bool:
+        if victim.priority >= self.priority:
+            return False
+        return self.gang is None or victim.gang is None or victim.gang.key != self.gang
