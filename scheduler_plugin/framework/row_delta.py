@@ -55,6 +55,8 @@ class RowDelta:
 def stack(vectors: Sequence[IntArray]) -> IntArray:
     """Vectors of possibly different lengths (resources appended later) as one zero-padded matrix."""
     width = max((len(v) for v in vectors), default=0)
+    if all(len(v) == width for v in vectors) and vectors:
+        return np.stack(vectors)
     out = np.zeros((len(vectors), width), np.int64)
     for i, vector in enumerate(vectors):
         out[i, : len(vector)] = vector

@@ -25,6 +25,7 @@ from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.interfaces import FrameworkHandle, PostFilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import Code, Status
 from scheduler_plugin.plugins.defaultpreemption.args import DefaultPreemptionArgs
@@ -62,7 +63,7 @@ class DefaultPreemption:
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> DefaultPreemption:
-        return cls(args if isinstance(args, DefaultPreemptionArgs) else DefaultPreemptionArgs(), handle)
+        return cls(plugin_args(NAME, args, DefaultPreemptionArgs), handle)
 
     # ------------------------------------------------------------------ PostFilter
     def post_filter(

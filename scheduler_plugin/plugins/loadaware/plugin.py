@@ -117,13 +117,14 @@ class LoadAwareScheduling:
             checked &= ~expired
         checked &= t.has_status.take(rows)
         if checked.any():
-            rejections += self._threshold_rejections(state, pod, rows, checked, use_prod & checked, use_agg & checked)
+            rejections += self._threshold_rejections(
+                state, pod, rows, checked, use_prod=use_prod & checked, use_agg=use_agg & checked)
         if not rejections:
             return ALL_PASS
         return FilterResult.from_rejections(rows.size, rejections)
 
     def _threshold_rejections(
-        self, state: CycleState, pod: PodInfo, rows: IndexArray, checked: BoolArray, use_prod: BoolArray,
+        self, state: CycleState, pod: PodInfo, rows: IndexArray, checked: BoolArray, *, use_prod: BoolArray,
         use_agg: BoolArray,
     ) -> list[Rejection]:
         t = self.table

@@ -124,6 +124,7 @@ class _PodShare:
     delta: IntArray
     prod_usage: IntArray | None
     prod_delta: IntArray | None
+    contribution: IntArray | None = None  # LoadTable.contribution, computed on first use
 
 
 @dataclass(slots=True, eq=False)
@@ -267,11 +268,14 @@ class LoadTable:
             if row.prod and pod.koord_priority_class is PriorityClass.PROD:
                 out[2 * r :] = estimate
             return out
+        if share.contribution is not None:
+            return share.contribution
         measured_and_delta = share.delta + (share.usage if share.usage is not None else 0)
         out[:r] = measured_and_delta if row.node_usage is not None else share.estimate
         out[r : 2 * r] = measured_and_delta if row.agg_filter is not None else share.estimate
         if share.prod_usage is not None and share.prod_delta is not None:
             out[2 * r :] = share.prod_usage + share.prod_delta
+        share.contribution = out  # valid as long as the share: a new NodeMetric makes new shares
         return out
 
     # ------------------------------------------------------------------ sync

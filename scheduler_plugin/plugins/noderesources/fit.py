@@ -89,7 +89,10 @@ class NodeResourcesFit:
                   sign: int) -> Status:
         if pods:
             delta = row_delta(state, SIMULATED, snapshot.num_slots, len(snapshot.resource_names))
-            delta.add(rows, stack([snapshot.pod_vector(p) for p in pods]), sign)
+            records = snapshot.records
+            # A pod on a node: the vector its record added there; otherwise (a nominated pod) its requests.
+            vectors = [rec.vector if (rec := records.get(p.key)) is not None else snapshot.pod_vector(p) for p in pods]
+            delta.add(rows, stack(vectors), sign)
         return SUCCESS
 
     # ------------------------------------------------------------------ Filter

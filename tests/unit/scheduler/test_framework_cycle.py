@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -424,14 +425,16 @@ def test_failing_post_bind_and_unreserve_are_logged_and_the_others_still_run(cap
 
 
 class WithExtensions(Recorder):
-    """A PreFilter that counts the pods a simulation added to or removed from each node."""
+    """A PreFilter that logs the pods a simulation added to or removed from each node."""
 
-    def add_pod(self, state: CycleState, p: PodInfo, other: PodInfo, node_name: str, snap: Snapshot) -> Status:
-        self.log.append(f"{self.name}.AddPod {other.name}@{node_name}")
+    def add_pods(self, state: CycleState, p: PodInfo, snap: Snapshot, rows: IndexArray,
+                 pods: Sequence[PodInfo]) -> Status:
+        self.log += [f"{self.name}.AddPod {o.name}@{snap.node_name(int(r))}" for r, o in zip(rows, pods, strict=True)]
         return self.b.get("add_pod", SUCCESS)
 
-    def remove_pod(self, state: CycleState, p: PodInfo, other: PodInfo, node_name: str, snap: Snapshot) -> Status:
-        self.log.append(f"{self.name}.RemovePod {other.name}@{node_name}")
+    def remove_pods(self, state: CycleState, p: PodInfo, snap: Snapshot, rows: IndexArray,
+                    pods: Sequence[PodInfo]) -> Status:
+        self.log += [f"{self.name}.RemovePod {o.name}@{snap.node_name(int(r))}" for r, o in zip(rows, pods, strict=True)]
         return SUCCESS
 
 
@@ -443,9 +446,10 @@ def test_pre_filter_extensions_run_on_the_plugins_that_have_them_and_did_not_ski
     _, status, _ = fw.run_pre_filter(state, me, snap)
     assert status.is_success() and state.skip_filter_plugins == {"C"}
     log.clear()
-    assert fw.run_pre_filter_extension_remove_pod(state, me, victim, "n1", snap).is_success()
-    assert fw.run_pre_filter_extension_add_pod(state, me, victim, "n2", snap).is_success()
+    n1, n2 = (np.array([snap.node_by_name(n).index], np.intp) for n in ("n1", "n2"))  # type: ignore[union-attr]
+    assert fw.run_pre_filter_extension_remove_pods(state, me, snap, n1, [victim]).is_success()
+    assert fw.run_pre_filter_extension_add_pods(state, me, snap, n2, [victim]).is_success()
     assert log == ["A.RemovePod victim@n1", "A.AddPod victim@n2"]
     fw, snap, _ = make([WithExtensions("A", log, add_pod=Status.error("no room"))], points=("preFilter",))
-    status = fw.run_pre_filter_extension_add_pod(CycleState(), me, victim, "n0", snap)
+    status = fw.run_pre_filter_extension_add_pods(CycleState(), me, snap, snap.node_indices()[:1], [victim])
     assert status.code is Code.ERROR and status.message == "running AddPod plugin A: no room"

@@ -14,7 +14,8 @@ import pytest
 
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.runtime import Framework, ScheduleResult
+from scheduler_plugin.framework.runtime import Framework
+from scheduler_plugin.framework.schedule_one import ScheduleResult, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.defaultpreemption import DECISION, DefaultPreemption, PreemptionDecision
@@ -63,7 +64,7 @@ def framework(pods: list[Obj], *, metrics: list[Obj] | None = None, budgets: lis
 
 
 def schedule(fw: Framework, obj: Obj) -> tuple[ScheduleResult, PreemptionDecision | None]:
-    result = fw.run_scheduling_cycle(PodInfo.from_dict(obj))
+    result = scheduling_cycle(fw, PodInfo.from_dict(obj))
     assert result.state is not None
     return result, result.state.get(DECISION, PreemptionDecision)
 

@@ -1,0 +1,145 @@
+"""One preemption decision, in process: 1,000 full nodes × 30 pods, a prod pod that fits nowhere.
+
+    .venv/bin/python bench/preemption_bench.py [--nodes 1000] [--pods-per-node 30] [--repeat 20]
+
+Every node (32 cpu, 128Gi) is full with `--pods-per-node` koord-batch and koord-free pods of
+mixed sizes and start times, and has a fresh NodeMetric; a koord-prod pod asking for 8 cpu
+arrives. Timed: the whole scheduling cycle that fails Filter everywhere and runs the
+DefaultPreemption PostFilter (kube-scheduler's DefaultPreemption args: 10 % / at least 100
+candidate nodes, so the dry run simulates about 100 nodes), reported as the PostFilter time
+and the whole cycle, p50/p99 over `--repeat` decisions (each from a fresh random offset), wall
+clock and CPU seconds of this single-threaded process (on a loaded shared host the CPU figure is
+what an idle core would give).
+Target (issue 15): ≤ 100 ms. kube-scheduler's own PostFilter latency on a kwok cluster of the
+same shape is measured by tests/integration/test_scheduler_preemption.py's side-by-side run
+(see README's Measured table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduler_plugin.framework.clock import FakeClock
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.schedule_one import scheduling_cycle
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.framework.status import Code
+from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
+from scheduler_plugin.plugins.registry import frameworks_from_config
+
+START = 1_700_000_000.0
+PRIORITIES = (5000, 5000, 5000, 3000)  # koord-batch, koord-free
+CONFIG = {"profiles": [{"schedulerName": "loadline-scheduler",
+                        "plugins": {"multiPoint": {"enabled": [{"name": "DefaultPreemption"}]}}}]}
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_node(i: int) -> dict[str, Any]:
+    allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    return {"metadata": {"name": f"node-{i:05d}"}, "spec": {},
+            "status": {"allocatable": allocatable, "capacity": allocatable}}
+
+
+def make_pod(name: str, node: str, cpu_milli: int, priority: int, started: float) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "bench", "uid": name},
+        "spec": {"schedulerName": "loadline-scheduler", "nodeName": node, "priority": priority,
+                 "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu_milli}m", "memory": "2Gi"}}}]},
+        "status": {"phase": "Running", "startTime": rfc3339(started),
+                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(started)}]},
+    }
+
+
+def make_metric(node: str, rng: random.Random) -> dict[str, Any]:
+    return {"metadata": {"name": node},
+            "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
+            "status": {"updateTime": rfc3339(START),
+                       "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{rng.randint(4, 12)}", "memory": "40Gi"}}},
+                       "podsMetric": []}}
+
+
+def build(nodes: int, per_node: int, rng: random.Random) -> Snapshot:
+    node_objs = [make_node(i) for i in range(nodes)]
+    pods = []
+    for i in range(nodes):
+        # Sizes summing to exactly 32 cpu: the node is full for any further request.
+        sizes = [1000] * per_node
+        left = 32000 - sum(sizes)
+        for k in range(left // 500):
+            sizes[k % per_node] += 500
+        for j, size in enumerate(sizes):
+            started = START - rng.randint(100, 10_000)
+            pods.append(make_pod(f"p-{i:05d}-{j:02d}", f"node-{i:05d}", size, rng.choice(PRIORITIES), started))
+    metrics = [make_metric(f"node-{i:05d}", rng) for i in range(nodes)]
+    return Snapshot.from_objects(nodes=node_objs, pods=pods, node_metrics=metrics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods-per-node", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=20)
+    opts = parser.parse_args()
+
+    rng = random.Random(15)
+    snap = build(opts.nodes, opts.pods_per_node, rng)
+    framework = next(iter(frameworks_from_config(CONFIG, snapshot=snap, clock=FakeClock(START + 30)).values()))
+    framework.warm_up()
+    timings: dict[str, list[float]] = {}
+
+    class Observer:
+        def plugin_done(self, point: str, plugin: str, code: Code, seconds: float) -> None:
+            return None
+
+        def point_done(self, point: str, code: Code, seconds: float) -> None:
+            timings.setdefault(point, []).append(seconds)
+
+    framework.observer = Observer()
+    cycle: list[float] = []
+    cycle_cpu: list[float] = []
+    victims: list[int] = []
+    candidates: list[int] = []
+    for k in range(opts.repeat):
+        prod = PodInfo.from_dict({
+            "metadata": {"name": f"prod-{k}", "namespace": "bench", "uid": f"prod-{k}"},
+            "spec": {"schedulerName": "loadline-scheduler", "priority": 9000,
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "8", "memory": "8Gi"}}}]},
+            "status": {"phase": "Pending"},
+        })
+        started, started_cpu = time.perf_counter(), time.process_time()
+        result = scheduling_cycle(framework, prod)
+        cycle.append(time.perf_counter() - started)
+        cycle_cpu.append(time.process_time() - started_cpu)
+        assert result.state is not None
+        decision = result.state.get(DECISION, PreemptionDecision)
+        if decision is None:
+            raise SystemExit(f"no preemption decision: {result.status.message}")
+        victims.append(len(decision.best.victims))
+        candidates.append(len(decision.candidates))
+
+    def ms(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    post = timings.get("PostFilter", [])
+    print(f"nodes={opts.nodes} pods/node={opts.pods_per_node} decisions={opts.repeat} "
+          f"candidates/decision={statistics.median(candidates):.0f} victims={statistics.median(victims):.0f}")
+    print(f"PostFilter (preemption) p50 {ms(post, 0.5):.1f} ms  p99 {ms(post, 0.99):.1f} ms  (target <= 100 ms)")
+    print(f"whole cycle            p50 {ms(cycle, 0.5):.1f} ms  p99 {ms(cycle, 0.99):.1f} ms  "
+          f"(CPU of this process: p50 {ms(cycle_cpu, 0.5):.1f} ms  p99 {ms(cycle_cpu, 0.99):.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()
