@@ -136,8 +136,6 @@ class Snapshot:
         self._allocatable = np.zeros((r, cap), np.int64)
         self._requested = np.zeros((r, cap), np.int64)
         self._nonzero = np.zeros((2, cap), np.int64)  # (milli-cpu, memory) with scoring defaults
-        self._usage = np.zeros((r, cap), np.int64)
-        self._metric_time = np.full(cap, np.nan)
         self._valid = np.zeros(cap, np.bool_)
         self._unschedulable = np.zeros(cap, np.bool_)
         self._generation = np.zeros(cap, np.int64)
@@ -210,16 +208,6 @@ class Snapshot:
         return self._nonzero[:, : self._slots]
 
     @property
-    def usage(self) -> IntArray:
-        """(resources, rows): NodeMetric `nodeUsage` (zeros where there is none; see `metric_update_time`)."""
-        return self._usage[:, : self._slots]
-
-    @property
-    def metric_update_time(self) -> NDArray[np.float64]:
-        """NodeMetric `status.updateTime` as epoch seconds; NaN when the node has no NodeMetric or no time."""
-        return self._metric_time[: self._slots]
-
-    @property
     def unschedulable(self) -> BoolArray:
         return self._unschedulable[: self._slots]
 
@@ -270,7 +258,6 @@ class Snapshot:
             self._resource_pos[name] = pos
             self._allocatable = _add_column(self._allocatable)
             self._requested = _add_column(self._requested)
-            self._usage = _add_column(self._usage)
         return pos
 
     def has_resource(self, name: str) -> bool:
@@ -339,9 +326,7 @@ class Snapshot:
             for key, column in self._label_columns.items():
                 _set_label_cell(column, i, labels.get(key))
         if is_new:
-            load = self._loads.get(name)
-            if load is not None:
-                self._attach_load(info, load)
+            info.load = self._loads.get(name)
             for pod in self._orphans.pop(name, {}).values():
                 self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, None))
         self._touch(i)
@@ -361,8 +346,6 @@ class Snapshot:
         self._allocatable[:, i] = 0
         self._requested[:, i] = 0
         self._nonzero[:, i] = 0
-        self._usage[:, i] = 0
-        self._metric_time[i] = np.nan
         for column in self._label_columns.values():
             _set_label_cell(column, i, None)
         self._free_rows.append(i)
@@ -391,8 +374,6 @@ class Snapshot:
         self._allocatable = grow(self._allocatable)
         self._requested = grow(self._requested)
         self._nonzero = grow(self._nonzero)
-        self._usage = grow(self._usage)
-        self._metric_time = grow(self._metric_time, np.nan)
         self._valid = grow(self._valid, False)
         self._unschedulable = grow(self._unschedulable, False)
         self._generation = grow(self._generation)
@@ -565,7 +546,7 @@ class Snapshot:
         self._loads[load.node_name] = load
         info = self._node_by_name.get(load.node_name)
         if info is not None:
-            self._attach_load(info, load)
+            info.load = load
             self._touch(info.index)
         return load
 
@@ -578,19 +559,7 @@ class Snapshot:
         info = self._node_by_name.get(name)
         if info is not None:
             info.load = None
-            self._usage[:, info.index] = 0
-            self._metric_time[info.index] = np.nan
             self._touch(info.index)
-
-    def _attach_load(self, info: NodeInfo, load: NodeLoad) -> None:
-        info.load = load
-        i = info.index
-        self._usage[:, i] = 0
-        for resource, amount in (load.node_usage or {}).items():
-            pos = self._resource_pos.get(resource)
-            if pos is not None:
-                self._usage[pos, i] = amount
-        self._metric_time[i] = np.nan if load.update_time is None else load.update_time
 
     # ------------------------------------------------------------------ PodGroups
     def upsert_pod_group(self, obj: Mapping[str, Any]) -> PodGroupInfo:

@@ -170,16 +170,10 @@ class LoadTable:
         self.allocatable = ints()
         self.has_metric = flags()  # a NodeMetric object exists for the node
         self.has_status = flags()  # ... and its status.nodeMetric is set
-        self.update_time = np.full(rows, np.nan)
         self.base_usage = ints()  # nodeUsage (empty = 0) + delta
         self.base_agg_filter = ints()  # the node's aggregated filter usage + delta, or Σ estimates
         self.base_agg_score = ints()  # the args' aggregated score usage + delta, or Σ estimates
         self.base_prod = ints()  # prod pods' usage (+ system usage) + prod delta
-        self.node_delta = ints()
-        self.node_estimated = ints()
-        self.thr_usage = ints()
-        self.thr_prod = ints()
-        self.thr_aggregated = ints()
         # Precomputed for the filter: allocatable as float (+inf when 0) and thresholds as
         # usage-% limits (threshold + 0.5, +inf when off), so a cycle does one divide and one compare.
         self.allocatable_f = np.full((r, rows), np.inf)
@@ -320,16 +314,15 @@ class LoadTable:
             row.thresholds = thresholds = node_thresholds(node.annotations, self.args)
             self.allocatable[:, i] = self.vector(raw_allocatable(node))
             self.allocatable_f[:, i] = np.where(self.allocatable[:, i] == 0, np.inf, self.allocatable[:, i])
-            self.thr_usage[:, i] = self.vector(thresholds.usage)
-            self.thr_prod[:, i] = self.vector(thresholds.prod)
-            self.thr_aggregated[:, i] = self.vector(thresholds.aggregated)
-            self.limit_usage[:, i] = threshold_limits(self.thr_usage[:, i])
-            self.limit_prod[:, i] = threshold_limits(self.thr_prod[:, i])
-            self.limit_aggregated[:, i] = threshold_limits(self.thr_aggregated[:, i])
-            self.has_prod_thr[i] = bool(self.thr_prod[:, i].any())
+            usage_thr, prod_thr = self.vector(thresholds.usage), self.vector(thresholds.prod)
+            agg_thr = self.vector(thresholds.aggregated)
+            self.limit_usage[:, i] = threshold_limits(usage_thr)
+            self.limit_prod[:, i] = threshold_limits(prod_thr)
+            self.limit_aggregated[:, i] = threshold_limits(agg_thr)
+            self.has_prod_thr[i] = bool(prod_thr.any())
             self.agg_filter_enabled[i] = thresholds.aggregated_enabled
-            self.usage_thr_on[i] = bool(self.thr_usage[:, i].any())
-            self.agg_thr_on[i] = bool(self.thr_aggregated[:, i].any())
+            self.usage_thr_on[i] = bool(usage_thr.any())
+            self.agg_thr_on[i] = bool(agg_thr.any())
         load = node.load
         if load is None:
             row.load, row.pods = None, {}
@@ -343,11 +336,9 @@ class LoadTable:
 
     def _clear_load(self, i: int) -> None:
         self.has_metric[i] = self.has_status[i] = False
-        self.update_time[i] = np.nan
         self.expires_at[i] = -np.inf
         self.fresh_from[i] = -np.inf
-        for arr in (self.base_usage, self.base_agg_filter, self.base_agg_score, self.base_prod, self.node_delta,
-                    self.node_estimated):
+        for arr in (self.base_usage, self.base_agg_filter, self.base_agg_score, self.base_prod):
             arr[:, i] = 0
 
     def _reset_load(self, row: _Row, load: NodeLoad, prod: bool) -> None:
@@ -397,12 +388,9 @@ class LoadTable:
         assert row.prod_usage is not None and row.prod_delta is not None
         self.has_metric[i] = True
         self.has_status[i] = load.has_node_metric
-        self.update_time[i] = np.nan if load.update_time is None else load.update_time
         expiration = self.args.node_metric_expiration_seconds
         self.expires_at[i] = -np.inf if load.update_time is None else load.update_time + expiration
         self.fresh_from[i] = -np.inf if load.update_time is None else load.update_time - MAX_CLOCK_SKEW_SECONDS
-        self.node_delta[:, i] = row.delta
-        self.node_estimated[:, i] = row.estimated
         self.base_usage[:, i] = row.node_usage + row.delta if row.node_usage is not None else row.estimated
         self.base_agg_filter[:, i] = row.agg_filter + row.delta if row.agg_filter is not None else row.estimated
         self.base_agg_score[:, i] = row.agg_score + row.delta if row.agg_score is not None else row.estimated

@@ -124,8 +124,7 @@ def test_reflected_and_partly_reflected_pods() -> None:
     assert scores(plugin, snap, pod("p")) == {"n1": 48}
     table = plugin.table
     row = snap.node_by_name("n1").index  # type: ignore[union-attr]
-    assert table.node_delta[table.position["cpu"], row] == 550
-    assert table.node_estimated[table.position["cpu"], row] == 1700
+    assert table.base_usage[table.position["cpu"], row] == 1000 + 550  # nodeUsage + the delta of "recent"
 
 
 def test_prod_thresholds_use_prod_usage() -> None:

@@ -120,10 +120,11 @@ def test_node_metric_digest() -> None:
     assert load.aggregated_usage("avg", None) == {"cpu": 1500, "memory": 2 * GI}  # no avg anywhere: nodeUsage
     assert load.pod_usages["default/web"] == ({"cpu": 120, "memory": 100 * 1024**2}, "koord-prod")
     snap = Snapshot.from_objects(node_metrics=[metric])  # a NodeMetric may come before its node
-    snap.upsert_node(node("a"))
-    assert snap.usage[CPU, 0] == 1500 and snap.metric_update_time[0] == T0
+    info = snap.upsert_node(node("a"))
+    assert info.load is not None and info.load.node_usage == {"cpu": 1500, "memory": 2 * GI}
+    generation = int(snap.generation[info.index])
     snap.remove_node_metric("a")
-    assert np.isnan(snap.metric_update_time[0])
+    assert info.load is None and snap.generation[info.index] > generation
 
 
 @pytest.mark.parametrize(("obj", "field"), [
