@@ -94,6 +94,42 @@ func main() {
 }
 """
 
+_KUBELET_MAIN = """package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+}
+"""
+
+_CONTROLLER_MANAGER_MAIN = """package main
+
+import (
+	"os"
+	_ "time/tzdata"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+}
+"""
+
 _KUBECTL_MAIN = """package main
 
 import (
@@ -131,6 +167,11 @@ COMPONENTS: dict[str, Component] = {
         Component("etcd", ETCD_VERSION, "etcd", _ETCD_MAIN, ldflags="-s -w"),
         Component("kubectl", KUBERNETES_VERSION, "kubernetes", _KUBECTL_MAIN, ldflags=_K8S_LDFLAGS),
         Component("kube-scheduler", KUBERNETES_VERSION, "kubernetes", _SCHEDULER_MAIN, ldflags=_K8S_LDFLAGS),
+        # kubelet and kube-controller-manager make this machine a real node (tests/harness/realnode)
+        Component("kubelet", KUBERNETES_VERSION, "kubernetes", _KUBELET_MAIN, ldflags=_K8S_LDFLAGS),
+        Component(
+            "kube-controller-manager", KUBERNETES_VERSION, "kubernetes", _CONTROLLER_MANAGER_MAIN, ldflags=_K8S_LDFLAGS
+        ),
         Component(
             "kwok",
             KWOK_VERSION,
@@ -174,7 +215,7 @@ def go_binary() -> str:
                 break
     if go is None:
         raise BuildError(
-            "the Go toolchain is required to build kube-apiserver, etcd, kubectl, kube-scheduler, kwok and helm "
+            "the Go toolchain is required to build the Kubernetes components, etcd, kwok and helm "
             f"(go >= {GO_MIN[0]}.{GO_MIN[1]}); install Go and make sure `go` is on PATH"
         )
     out = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
@@ -337,7 +378,8 @@ def ensure(names: list[str] | None = None, force: bool = False) -> dict[str, Pat
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.harness.build",
-        description="Build kube-apiserver, kube-scheduler, kubectl, etcd, helm and kwok from the Go module proxy "
+        description="Build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm "
+        "and kwok from the Go module proxy "
         "into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
     )
     parser.add_argument("components", nargs="*", help=f"subset to build (default: all of {', '.join(COMPONENTS)})")
