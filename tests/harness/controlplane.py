@@ -55,7 +55,11 @@ class ControlPlane:
 
     # --- lifecycle ---------------------------------------------------------------
     @classmethod
-    def start(cls, root: Path | None = None, *, install_crds: bool = True, keep_root: bool = False) -> ControlPlane:
+    def start(
+        cls, root: Path | None = None, *, install_crds: bool = True, keep_root: bool = False, real_nodes: bool = False
+    ) -> ControlPlane:
+        """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
+        reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts)."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -86,7 +90,8 @@ class ControlPlane:
                     str(binaries["kube-apiserver"]),
                     f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                     f"--secure-port={port}",
-                    "--bind-address=127.0.0.1",
+                    # Pods on a real node reach it through the `kubernetes` Service's DNAT to this host's address.
+                    f"--bind-address={'0.0.0.0' if real_nodes else '127.0.0.1'}",
                     "--advertise-address=127.0.0.1",
                     # A loopback advertise address is only valid without an endpoint reconciler.
                     "--endpoint-reconciler-type=none",
@@ -98,9 +103,12 @@ class ControlPlane:
                     f"--service-account-issuer=https://127.0.0.1:{port}",
                     f"--service-account-key-file={pki.sa_pub}",
                     f"--service-account-signing-key-file={pki.sa_key}",
-                    # There is no kube-controller-manager: nothing would create default ServiceAccounts,
-                    # nor lift the not-ready taint TaintNodesByCondition puts on every new Node.
-                    "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+                    # Without kube-controller-manager nothing would create default ServiceAccounts, nor lift
+                    # the not-ready taint TaintNodesByCondition puts on every new Node.
+                    "--disable-admission-plugins="
+                    + ("TaintNodesByCondition" if real_nodes else "ServiceAccount,TaintNodesByCondition"),
+                    f"--kubelet-client-certificate={pki.kubelet_client_cert}",
+                    f"--kubelet-client-key={pki.kubelet_client_key}",
                     "--service-cluster-ip-range=10.0.0.0/24",
                     "--allow-privileged=true",
                     "--profiling=false",
@@ -223,6 +231,40 @@ class ControlPlane:
         kwok.start()
         self.extra.append(kwok)
         return kwok
+
+    def start_controller_manager(self) -> Component:
+        """kube-controller-manager with its default controllers (DaemonSets, Deployments, ReplicaSets,
+        ServiceAccounts and their tokens, the kube-root-ca.crt ConfigMap pods' token volumes mount, ...)."""
+        port = free_port()
+        kcm = Component(
+            "kube-controller-manager",
+            [
+                str(self.binary("kube-controller-manager")),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={self.pki.sa_key}",
+                f"--root-ca-file={self.pki.ca_cert}",
+                "--use-service-account-credentials=false",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-replicaset-syncs=10",
+                "--concurrent-daemonset-syncs=4",
+                "--v=1",
+            ],
+            self.root / "logs" / "kube-controller-manager.log",
+        )
+        kcm.start()
+        self.extra.append(kcm)
+        wait_until(
+            "kube-controller-manager /healthz",
+            lambda: http_ok(f"https://127.0.0.1:{port}/healthz", insecure=True),
+            60,
+            alive=[kcm],
+        )
+        return kcm
 
     def start_kube_scheduler(
         self, profiles: list[dict[str, Any]] | None = None, *, name: str = "kube-scheduler", verbosity: int = 1, **config: Any

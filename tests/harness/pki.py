@@ -19,6 +19,8 @@ class Pki:
     serving_key: Path
     sa_key: Path
     sa_pub: Path
+    kubelet_client_cert: Path  # kube-apiserver -> kubelet (logs, exec), trusted through ca_cert
+    kubelet_client_key: Path
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -52,12 +54,22 @@ def make_pki(directory: Path) -> Pki:
         "req", "-new", "-key", "apiserver.key", "-subj", "/CN=kube-apiserver", "-out", "apiserver.csr", cwd=directory
     )
     (directory / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n"
+        # 10.0.0.1: the `kubernetes` Service (first address of --service-cluster-ip-range), which pods on a
+        # real node reach through the harness's DNAT.
+        "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n"
         "extendedKeyUsage=serverAuth\n"
     )
     _openssl(
         "x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
         "-days", "3", "-extfile", "san.ext", "-out", "apiserver.crt", cwd=directory,
+    )  # fmt: skip
+    _openssl("genpkey", *ec, "-out", "kubelet-client.key", cwd=directory)
+    _openssl("req", "-new", "-key", "kubelet-client.key", "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client",
+             "-out", "kubelet-client.csr", cwd=directory)  # fmt: skip
+    (directory / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    _openssl(
+        "x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+        "-days", "3", "-extfile", "client.ext", "-out", "kubelet-client.crt", cwd=directory,
     )  # fmt: skip
     _openssl("genpkey", *ec, "-out", "sa.key", cwd=directory)
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=directory)
@@ -67,4 +79,6 @@ def make_pki(directory: Path) -> Pki:
         serving_key=directory / "apiserver.key",
         sa_key=directory / "sa.key",
         sa_pub=directory / "sa.pub",
+        kubelet_client_cert=directory / "kubelet-client.crt",
+        kubelet_client_key=directory / "kubelet-client.key",
     )
