@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -187,7 +188,7 @@ class HostSnapshot:
                 continue
             rules = subprocess.run([tool, "-w", "-t", table, "-S"], capture_output=True, text=True, check=False)
             for line in rules.stdout.splitlines():
-                parts = line.split()
+                parts = shlex.split(line)  # rules carry quoted comments
                 if (
                     parts[:1] == ["-A"]
                     and parts[1] not in new
