@@ -109,6 +109,8 @@ class ControlPlane:
                     + ("TaintNodesByCondition" if real_nodes else "ServiceAccount,TaintNodesByCondition"),
                     f"--kubelet-client-certificate={pki.kubelet_client_cert}",
                     f"--kubelet-client-key={pki.kubelet_client_key}",
+                    # A real node's hostname (--hostname-override) resolves nowhere: dial its address.
+                    "--kubelet-preferred-address-types=InternalIP,Hostname",
                     "--service-cluster-ip-range=10.0.0.0/24",
                     "--allow-privileged=true",
                     "--profiling=false",
