@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -73,6 +73,10 @@ class AgentSettings(BaseModel):
     # --- identity and cluster access
     node_name: str | None = Field(None, description="node to report for (in a pod: NODE_NAME from the downward API)")
     kubeconfig: str | None = Field(None, description="kubeconfig file; default $KUBECONFIG, ~/.kube/config, in-cluster")
+    kubelet_url: str = Field(
+        "http://127.0.0.1:10255",
+        description="standalone: the kubelet's pod list (GET <url>/pods) names pods when it answers; '' not to ask",
+    )
 
     # --- sampling and aggregation
     collect_interval_seconds: Seconds = Field(1.0, description="seconds between collect cycles")
@@ -95,9 +99,9 @@ class AgentSettings(BaseModel):
     cgroup_root: Path = Field(Path("/sys/fs/cgroup"), description="cgroup mount of the host")
     cgroup_parent: str = Field("", description="kubelet --cgroup-root below the cgroup mount")
     collectors: Annotated[list[str] | None, BeforeValidator(_list)] = Field(
-        None, description="collectors to run, comma separated (default: those enabled by default)"
+        None, description="collectors to run, comma separated (unset: those enabled by default)"
     )
-    psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series: off, pods, all")
+    psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series (pods: pod cgroups only)")
     container_memory_interval_seconds: Seconds = Field(
         5.0,
         description="seconds between reads of container memory (pods: every cycle); the collect interval reads "
@@ -123,11 +127,16 @@ class AgentSettings(BaseModel):
 
     # --- Prometheus and health
     metrics_enabled: bool = Field(True, description="serve /metrics, /healthz, /readyz")
-    metrics_address: str = Field("0.0.0.0", description="listen address of the metrics server")
+    metrics_address: str | None = Field(
+        None, description="listen address of the metrics server (unset: 0.0.0.0, standalone 127.0.0.1)"
+    )
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=0, le=65535, description="port (0: any free port)")
 
     # --- `--once`
     once_seconds: Seconds = Field(10.0, description="how long `--once` samples this machine")
+    once_output: Literal["table", "yaml"] = Field(
+        "table", description="`--once` prints a table in human units, or the NodeMetric as YAML"
+    )
 
     # --- `--simulate`
     simulate_node_selector: str = Field("", description="label selector of the nodes to simulate")
@@ -141,10 +150,10 @@ class AgentSettings(BaseModel):
     simulate_node_noise: float = Field(0.2, ge=0, le=10, description="coefficient of variation of system usage")
     simulate_system_cpu: float = Field(0.3, ge=0, description="mean system (non-pod) CPU of a node, cores")
     simulate_system_memory: Bytes = Field(1 << 30, description="mean system memory of a node (bytes or 1Gi)")
-    simulate_seed: int | None = Field(None, description="random seed (default: random)")
+    simulate_seed: int | None = Field(None, description="random seed (unset: a random one)")
 
     # --- logging
-    log_level: str = Field("info", description="debug, info, warning, error")
+    log_level: str = Field("info", description="one of debug, info, warning, error")
     log_json: bool = Field(False, description="log JSON lines")
 
     @field_validator("node_name")

@@ -46,7 +46,7 @@ from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from agent.collectors.base import CollectorStats
+from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
 from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import Kind, Sample, SeriesKey
 from common.api.wire import GoDuration
@@ -316,8 +316,8 @@ def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str
                 f_success.add(labels, 1.0 if st.last_success else 0.0)
             f_runs.add(labels, float(st.runs))
             f_failures.add(labels, float(st.failures))
-            for reason, count in sorted(st.series_errors.items()):
-                f_errors.add([*labels, ("reason", reason)], float(count))
+            for reason in SERIES_ERROR_REASONS:  # every reason from the start, at 0 until it happens
+                f_errors.add([*labels, ("reason", reason)], float(st.series_errors.get(reason, 0)))
         ring = sampler.ring
         f_series.add(base, float(len(ring)))
         f_store.add(base, float(ring.nbytes()))
@@ -329,8 +329,10 @@ def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str
         if publisher is not None:
             pstats = publisher.stats
             f_publishes.add(base, float(pstats.successes))
-            for reason, count in sorted(pstats.errors.items()):
-                f_pub_errors.add([*base, ("reason", reason)], float(count))
+            from agent.publisher import PUBLISH_ERROR_REASONS
+
+            for reason in PUBLISH_ERROR_REASONS:
+                f_pub_errors.add([*base, ("reason", reason)], float(pstats.errors.get(reason, 0)))
             if pstats.last_success_unix is not None:
                 f_last.add(base, pstats.last_success_unix)
             f_healthy.add(base, 1.0 if pstats.healthy else 0.0)

@@ -1,7 +1,8 @@
 """`loadline agent`: the node agent.
 
     loadline agent --node-name NODE [--kubeconfig FILE]   # a daemon for one node (in a pod: NODE_NAME)
-    loadline agent --once                                  # no cluster: sample this machine ~10 s, print YAML
+    loadline agent --standalone                            # no cluster: /metrics, /nodemetric on 127.0.0.1
+    loadline agent --once                                  # no cluster: sample this machine ~10 s, print a table
     loadline agent --simulate                              # NodeMetrics for many fake (kwok) nodes
 
 The daemon samples every collect interval on its own task, so nothing the API server does can leave a gap in
@@ -14,31 +15,27 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import enum
 import logging
-import math
 import os
-import socket
 import sys
-import time
-from collections.abc import Awaitable, Sequence
-from typing import IO, Any
-
-import yaml
+import typing
+from collections.abc import Awaitable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
-from agent.pipeline import USER_AGENT, NodePipeline, collector_context
-from agent.podwatch import CgroupPodDiscovery, PodWatch
+from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
+from agent.podwatch import CgroupPodDiscovery, LocalPods, PodWatch
 from agent.publisher import NodeMetricCache, NodeMetricPublisher
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import usage_from_sampler
 from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
-from common.api.nodemetric import NodeMetric
-from common.api.wire import GoDuration, ObjectMeta
 from common.config import ConfigError
 from common.kube.http import KubeConfigError, KubeHTTP
 from common.logging import setup_logging
@@ -49,11 +46,12 @@ log = logging.getLogger("loadline.agent")
 class NodeAgent:
     """The daemon for one node (one `NodePipeline`); usable in-process (tests) through `start()` / `stop()`."""
 
-    def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None) -> None:
-        if settings.node_name is None:
+    def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None, standalone: bool = False) -> None:
+        if settings.node_name is None and not standalone:
             raise ValueError("the agent needs a node name")
         self.settings = settings
-        self.node_name: str = settings.node_name
+        self.standalone = standalone  # no API server: pods from cgroups (and the kubelet), nothing published
+        self.node_name: str = settings.node_name or local_node_name()
         self.http = http
         self._own_http = http is None
         self.timings = AgentTimings()
@@ -79,17 +77,29 @@ class NodeAgent:
 
     async def start(self) -> None:
         s = self.settings
-        if self.http is None:
-            self.http = await KubeHTTP.connect(s.kubeconfig, user_agent=USER_AGENT)
-        http = self.http
-        self.podwatch = PodWatch(http, self.node_name, max_backoff_seconds=s.retry_max_seconds)
-        collectors = build_collectors(collector_context(s, self.podwatch.pods), s.collectors)
-        pipeline = self.pipeline = NodePipeline.from_settings(self.node_name, collectors, s, self.podwatch.infos)
+        pods: PodWatch | LocalPods
+        if self.standalone:
+            discovery = CgroupPodDiscovery(s.cgroup_root, s.cgroup_parent)
+            pods = self.local_pods = LocalPods(discovery, s.kubelet_url)
+            http = None
+        else:
+            if self.http is None:
+                try:
+                    self.http = await KubeHTTP.connect(s.kubeconfig, user_agent=USER_AGENT)
+                except KubeConfigError:
+                    raise
+                except Exception as exc:  # e.g. a kubeconfig that is not YAML: still a configuration error
+                    where = s.kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+                    raise KubeConfigError(f"kubeconfig {where}: {type(exc).__name__}: {exc}") from exc
+            http = self.http
+            pods = self.podwatch = PodWatch(http, self.node_name, max_backoff_seconds=s.retry_max_seconds)
+        collectors = build_collectors(collector_context(s, pods.pods), s.collectors)
+        pipeline = self.pipeline = NodePipeline.from_settings(self.node_name, collectors, s, pods.infos)
         self.loop = SamplingLoop(lambda: [pipeline.sampler], s.collect_interval_seconds)
-        if s.publish:
+        if s.publish and http is not None:
             self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
             pipeline.attach_publisher(http, self.cache, s)
-        if s.qos_enforcement:
+        if s.qos_enforcement and http is not None:
             # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
             self.qos = QoSEnforcer(
                 self.node_name,
@@ -101,9 +111,17 @@ class NodeAgent:
                 interval_seconds=s.collect_interval_seconds,
                 pods=lambda: self.podwatch.index.objects(self.node_name),
             )
+        log.info(
+            "%s for node %s: collect every %gs, %s, collectors %s",
+            "standalone agent (no API server, nothing published)" if self.standalone else "agent",
+            self.node_name,
+            s.collect_interval_seconds,
+            pipeline.reporter.policy.describe(),
+            ",".join(c.name for c in collectors),
+        )
         if s.metrics_enabled:
             self.exporter = Exporter(
-                s.metrics_address,
+                s.metrics_address or ("127.0.0.1" if self.standalone else "0.0.0.0"),
                 s.metrics_port,
                 live=self._self_metrics,
                 health=self._healthy,
@@ -112,15 +130,8 @@ class NodeAgent:
                 status=self._status_view,
             )
             await self.exporter.start()
-        log.info(
-            "agent for node %s: collect every %gs, %s, collectors %s",
-            self.node_name,
-            s.collect_interval_seconds,
-            pipeline.reporter.policy.describe(),
-            ",".join(c.name for c in collectors),
-        )
         self._spawn(self.loop.run(), "sampling")
-        self._spawn(self.podwatch.run(), "pod watch")
+        self._spawn(pods.run(), "pod watch" if http is not None else "local pods")
         first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
         self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
         if self.cache is not None and pipeline.publisher is not None:
@@ -181,8 +192,8 @@ class NodeAgent:
             await self.http.close()
 
 
-async def run_daemon(settings: AgentSettings) -> int:
-    agent = NodeAgent(settings)
+async def run_daemon(settings: AgentSettings, *, standalone: bool = False) -> int:
+    agent = NodeAgent(settings, standalone=standalone)
     try:
         await agent.start()
     except BaseException:
@@ -196,97 +207,24 @@ async def run_daemon(settings: AgentSettings) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------------------------ --once
-def local_node_name() -> str:
-    import re
-
-    name = re.sub(r"[^a-z0-9.-]+", "-", socket.gethostname().lower()).strip("-.")
-    return name[:253] or "localhost"
-
-
-class _Progress:
-    def __init__(self, stream: IO[str], total: float) -> None:
-        self.stream = stream
-        self.total = total
-        self.tty = stream.isatty()
-        self._last_line = -1.0
-
-    def show(self, elapsed: float, pods: int, series: int) -> None:
-        elapsed = min(elapsed, self.total)
-        if self.tty:
-            width = 30
-            done = int(width * elapsed / self.total) if self.total else width
-            bar = "#" * done + "." * (width - done)
-            self.stream.write(f"\rsampling [{bar}] {elapsed:4.1f}/{self.total:g}s  pods {pods}  series {series} ")
-            self.stream.flush()
-        elif elapsed - self._last_line >= 1.0 or elapsed >= self.total:
-            self._last_line = elapsed
-            self.stream.write(f"sampling {elapsed:.1f}/{self.total:g}s: pods {pods}, series {series}\n")
-            self.stream.flush()
-
-    def end(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
-
-
-async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """Sample this machine for `once_seconds` (no cluster), print the NodeMetric it would publish."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    node = settings.node_name or local_node_name()
-    discovery = CgroupPodDiscovery(settings.cgroup_root, settings.cgroup_parent)
-    collectors = build_collectors(collector_context(settings, discovery.pods), settings.collectors)
-    pipeline = NodePipeline.from_settings(node, collectors, settings, discovery.infos)
-    sampler = pipeline.sampler
-    policy = pipeline.reporter.policy
-    interval = settings.collect_interval_seconds
-    duration = settings.once_seconds
-    err.write(
-        f"loadline agent --once: sampling {node} for {duration:g}s every {interval:g}s "
-        f"(cgroups under {settings.cgroup_root}, collectors {', '.join(c.name for c in collectors)})\n"
-    )
-    progress = _Progress(err, duration)
-    cycles = max(math.ceil(duration / interval) + 1, 2)  # +1: the first cycle only sets rate baselines
-    started = time.monotonic()
-    try:
-        for i in range(cycles):
-            await sampler.cycle()
-            progress.show(time.monotonic() - started, len(discovery.pods()), len(sampler.ring))
-            if i + 1 < cycles:
-                await asyncio.sleep(max(started + (i + 1) * interval - time.monotonic(), 0.0))
-    finally:
-        progress.end()
-        pipeline.close()
-    status = pipeline.status_model()
-    metric = NodeMetric(metadata=ObjectMeta(name=node), status=status)
-    sampled = time.monotonic() - started
-    cold = [w for w in policy.windows if sampled < 0.5 * w]
-    for st in sampler.stats.values():
-        if not st.last_success:
-            err.write(f"collector {st.name} failed: {st.last_error}\n")
-    out.write(f"# NodeMetric that `loadline agent` would publish for {node}, from {sampled:.1f}s of samples.\n")
-    if cold:
-        names = ", ".join(GoDuration.from_seconds(w).canonical() for w in cold)
-        out.write(
-            f"# Windows {names} are cold (less than half covered), so their aggregates are {{}} as on a freshly\n"
-            f"# started agent; e.g. `--once-seconds 20 --windows 10s,30s` shows percentiles.\n"
-        )
-    out.write(yaml.safe_dump(metric.to_wire(), sort_keys=False))
-    out.flush()
-    return 0
-
-
 # ------------------------------------------------------------------------------------------------ CLI
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadline agent",
         description="Loadline node agent: samples cgroups and /proc, publishes the node's NodeMetric, serves /metrics.",
         epilog="Every setting is also an environment variable LOADLINE_AGENT_<SETTING> and a key of the --config "
-        "YAML file; flags win over the environment, which wins over the file. Durations: seconds or 30s, 5m.",
+        "YAML file; flags win over the environment, which wins over the file. Durations: seconds or 30s, 5m. "
+        "Without any cluster configuration (no --kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster service "
+        "account) the agent runs standalone.",
     )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--once", action="store_true", help="no cluster: sample this machine, print the NodeMetric YAML")
+    mode.add_argument(
+        "--standalone",
+        action="store_true",
+        help="no API server: sample this machine and serve /metrics, /healthz and /nodemetric (JSON of the "
+        "NodeMetric it would write) on 127.0.0.1, naming pods by the cgroups and the kubelet's pod list",
+    )
+    mode.add_argument("--once", action="store_true", help="no cluster: sample this machine, print what it measured")
     mode.add_argument(
         "--simulate",
         action="store_true",
@@ -297,7 +235,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name, field in AgentSettings.model_fields.items():
         flags = [flag_name(name), *FLAG_ALIASES.get(name, ())]
         default = field.get_default(call_default_factory=True)
-        help_text = f"{field.description or ''} (default: {_show(default)})"
+        help_text = field.description or name.replace("_", " ")
+        choices = _choices(name, field.annotation)
+        if choices:
+            help_text += f"; choices: {', '.join(choices)}"
+        if default is not None and "unset:" not in help_text:
+            help_text += f" (default: {_show(default) or repr('')})"
         if field.annotation is bool:
             parser.add_argument(
                 *flags, dest=name, nargs="?", const="true", default=None, metavar="true|false", help=help_text
@@ -307,7 +250,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _choices(name: str, annotation: Any) -> list[str]:
+    if name == "collectors":
+        from agent.collectors.registry import COLLECTORS
+
+        return [f"{spec.name}{'' if spec.enabled_by_default else ' (off by default)'}" for spec in COLLECTORS]
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return [str(member.value) for member in list(annotation)]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return [str(a) for a in args]
+    return []
+
+
 def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, list):
         return ",".join(_show(v) for v in value)
     if isinstance(value, float) and value.is_integer():
@@ -315,6 +273,14 @@ def _show(value: Any) -> str:
     if hasattr(value, "value"):
         return str(value.value)
     return str(value)
+
+
+def cluster_configured(settings: AgentSettings, environ: Mapping[str, str] | None = None) -> bool:
+    """A kubeconfig named or found, or an in-cluster service account (what `KubeHTTP.connect` would use)."""
+    env = os.environ if environ is None else environ
+    if settings.kubeconfig or env.get("KUBECONFIG") or env.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    return bool((Path.home() / ".kube" / "config").is_file())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -327,26 +293,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"loadline agent: {exc}", file=sys.stderr)
         return 2
-    if settings.node_name is None and not (args.once or args.simulate):
+    standalone = args.standalone or not (args.once or args.simulate or cluster_configured(settings))
+    if settings.node_name is None and not (args.once or args.simulate or standalone):
         print(
             "loadline agent: invalid configuration:\n"
-            "  node_name: required (set --node-name, LOADLINE_AGENT_NODE_NAME or NODE_NAME; or use --once)",
+            "  node_name: required (set --node-name, LOADLINE_AGENT_NODE_NAME or NODE_NAME; "
+            "or use --standalone or --once)",
             file=sys.stderr,
         )
         return 2
     setup_logging(settings.log_level, json_output=settings.log_json)
     try:
         if args.once:
+            from agent.once import run_once
+
             return asyncio.run(run_once(settings))
         if args.simulate:
             from agent.simulate import run_simulation
 
             return asyncio.run(run_simulation(settings))
-        return asyncio.run(run_daemon(settings))
+        return asyncio.run(run_daemon(settings, standalone=standalone))
     except KeyboardInterrupt:
         return 130
     except KubeConfigError as exc:
-        print(f"loadline agent: invalid configuration:\n  {exc}", file=sys.stderr)
+        print(
+            f"loadline agent: invalid configuration:\n  {exc}\n"
+            "  pass --kubeconfig FILE or set $KUBECONFIG (or LOADLINE_AGENT_KUBECONFIG); in a pod, the service "
+            "account is used; without a cluster: loadline agent --standalone",
+            file=sys.stderr,
+        )
         return 2
     except OSError as exc:
         print(f"loadline agent: {exc}", file=sys.stderr)

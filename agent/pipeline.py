@@ -31,6 +31,15 @@ log = logging.getLogger("loadline.agent")
 USER_AGENT = f"loadline-agent/{__version__}"
 
 
+def local_node_name() -> str:
+    """This machine's host name as a node name (lower case, DNS characters)."""
+    import re
+    import socket
+
+    name = re.sub(r"[^a-z0-9.-]+", "-", socket.gethostname().lower()).strip("-.")
+    return name[:253] or "localhost"
+
+
 def base_policy(settings: AgentSettings) -> ReportPolicy:
     """The report policy of the configuration (a NodeMetric's spec may override it per node)."""
     return ReportPolicy(

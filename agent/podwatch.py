@@ -8,6 +8,7 @@
 - `PodIndex`: the same for many nodes at once (the simulator watches every bound pod and groups by node).
 - `CgroupPodDiscovery`: no API server at all (`--once`): pods found by walking this machine's kubepods
   cgroup tree, named by their UID.
+- `LocalPods`: the standalone agent's pods: the cgroup tree's, named by the kubelet's pod list when it answers.
 """
 
 from __future__ import annotations
@@ -267,3 +268,99 @@ def scan_pods(layout: CgroupLayout) -> tuple[PodRef, ...]:
                 containers.append(ContainerRef(digest[:12], f"{runtime}://{digest}"))
             pods.append(PodRef(uid=uid, namespace="", name=uid, qos=qos, containers=tuple(containers)))
     return tuple(pods)
+
+
+# ------------------------------------------------------------------------------------------------ standalone
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def _service_account_token() -> str | None:
+    try:
+        return SERVICE_ACCOUNT_TOKEN.read_text().strip() or None  # a few bytes of tmpfs: not worth a thread
+    except OSError:
+        return None
+
+
+class LocalPods:
+    """Standalone (no API server): the pods of this machine's cgroup tree, named by the kubelet's pod list while
+    it answers (`GET <kubelet_url>/pods`: namespace, name, QoS, container IDs), else by their UID.
+
+    An https URL sends the service account token when there is one (the kubelet's authenticated port)."""
+
+    def __init__(
+        self,
+        discovery: CgroupPodDiscovery,
+        kubelet_url: str = "",
+        *,
+        refresh_seconds: float = 10.0,
+        timeout_seconds: float = 2.0,
+    ) -> None:
+        self.discovery = discovery
+        self.kubelet_url = kubelet_url.rstrip("/")
+        self.refresh_seconds = refresh_seconds
+        self.timeout_seconds = timeout_seconds
+        self._refs: tuple[PodRef, ...] | None = None  # from the kubelet, while it answers
+        self._infos: dict[str, PodIdentity] = {}
+        self._state = ""  # "", "ok" or "failing": logged on change
+
+    @property
+    def from_kubelet(self) -> bool:
+        return self._refs is not None
+
+    def pods(self) -> tuple[PodRef, ...]:
+        return self._refs if self._refs is not None else self.discovery.pods()
+
+    def infos(self) -> dict[str, PodIdentity]:
+        return self._infos if self._refs is not None else self.discovery.infos()
+
+    def apply(self, pod_list: Mapping[str, Any]) -> None:
+        """Take a kubelet `PodList`."""
+        refs: list[PodRef] = []
+        infos: dict[str, PodIdentity] = {}
+        for pod in pod_list.get("items") or []:
+            ref = pod_ref(pod)
+            if ref is None:
+                continue
+            refs.append(ref)
+            infos[ref.uid] = pod_info(pod)
+        refs.sort(key=lambda r: r.uid)
+        if self._refs is None or tuple(refs) != self._refs:
+            self._refs = tuple(refs)
+        self._infos = infos
+
+    async def fetch(self) -> None:
+        import aiohttp
+
+        headers = {}
+        if self.kubelet_url.startswith("https:") and (token := _service_account_token()):
+            headers["Authorization"] = f"Bearer {token}"
+        timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{self.kubelet_url}/pods", headers=headers) as response,
+        ):
+            response.raise_for_status()
+            self.apply(await response.json(content_type=None))
+
+    async def run(self) -> None:
+        import asyncio
+
+        if not self.kubelet_url:
+            await asyncio.Event().wait()  # nothing to ask: a task that ends would read as a crash
+        while True:
+            try:
+                await self.fetch()
+            except Exception as exc:  # no kubelet, read-only port off, not authorised: name pods by UID
+                if self._state != "failing":
+                    log.info(
+                        "kubelet pod list at %s not available (%s); pods are named by their cgroup's UID",
+                        self.kubelet_url,
+                        exc,
+                    )
+                    self._state = "failing"
+                self._refs = None
+            else:
+                if self._state != "ok":
+                    log.info("pods named by the kubelet's pod list at %s", self.kubelet_url)
+                    self._state = "ok"
+            await asyncio.sleep(self.refresh_seconds)

@@ -102,6 +102,10 @@ class Sampler:
             return
         readings = slots[plan.counters]
         rates = plan.rates.update(readings, at)
+        if plan.node_cpu is not None and usage.capacity:
+            # Busy ticks are counted per CPU at tick granularity, so one interval can read a little above the
+            # CPUs there are; the node cannot use more than it has (no percentile above capacity either).
+            rates[plan.node_cpu] = min(rates[plan.node_cpu], usage.capacity)
         _extend_present(keys, values, plan.stored_keys, rates[plan.stored])
         if plan.exported.size:
             _extend_samples(cycle.exported, plan.exported_keys, rates[plan.exported])

@@ -43,6 +43,14 @@ class SeriesErrors:
         self.record(classify_os_error(exc))
 
 
+SERIES_ERROR_REASONS = (
+    SeriesErrors.VANISHED,
+    SeriesErrors.PERMISSION,
+    SeriesErrors.GARBAGE,
+    SeriesErrors.IO,
+    SeriesErrors.BAD_ID,
+)
+
 _VANISHED_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESRCH, errno.ENOTDIR})
 
 

@@ -1,4 +1,4 @@
-"""`loadline agent --once`: no cluster at all, this machine sampled, the NodeMetric it would publish printed.
+"""`loadline agent --once`: no cluster at all, this machine sampled, what it measured (or the NodeMetric) printed.
 
 No control plane is needed (hence no `integration` marker); it runs the real command in a subprocess.
 """
@@ -34,8 +34,28 @@ def loadline(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
     )
 
 
-def test_once_samples_this_machine_and_prints_a_valid_nodemetric() -> None:
-    result = loadline("agent", "--once")  # the default: about 10 s
+def test_once_prints_a_table_in_human_units_with_windows_that_fit() -> None:
+    result = loadline("agent", "--once", "--once-seconds", "4", "--collect-interval", "0.5")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    cpus = os.cpu_count()
+    capacity = lines[1].split()
+    assert capacity[0] == "capacity" and float(capacity[1]) == cpus and capacity[3] in ("GiB", "MiB")
+    usage = next(line for line in lines if line.startswith("node usage")).split()
+    assert 0 <= float(usage[2]) <= cpus and usage[4] in ("GiB", "MiB")  # cores, then human memory, never bytes
+    # the default windows fit the 4 s of sampling: 2s and 4s, both with percentiles, none above capacity
+    windows = [line for line in lines if line.startswith("window ")]
+    assert [w.split()[1] for w in windows] == ["2s", "4s"], result.stdout
+    for w in windows:
+        values = dict(zip(w.split()[3::2], w.split()[4::2], strict=True))
+        assert set(values) == {"avg", "p50", "p90", "p95", "p99"}
+        assert all(0 <= float(v) <= cpus for v in values.values()), w
+    progress = [line for line in result.stderr.splitlines() if line.startswith("sampling ")]
+    assert len(progress) >= 3 and progress[-1].startswith("sampling 4.0/4s"), result.stderr
+
+
+def test_once_yaml_is_a_valid_nodemetric_and_says_which_windows_are_cold() -> None:
+    result = loadline("agent", "--once", "--once-seconds", "2", "--once-output", "yaml", "--windows", "5m,10m")
     assert result.returncode == 0, result.stderr
     obj = yaml.safe_load(result.stdout)
     model = NodeMetric.from_wire(obj)
@@ -43,13 +63,10 @@ def test_once_samples_this_machine_and_prints_a_valid_nodemetric() -> None:
     usage = model.status.node_metric.node_usage
     assert usage is not None and usage.resources is not None
     assert usage.resources["memory"].value() > 0 and "cpu" in usage.resources
-    # 10 s of samples: the default 5m/10m/30m windows are cold, and say so
     windows = model.status.node_metric.aggregated_node_usages or []
-    assert [str(w.duration) for w in windows] == ["5m0s", "10m0s", "30m0s"]
+    assert [str(w.duration) for w in windows] == ["5m0s", "10m0s"]
     assert all(not r.resources for w in windows for r in (w.usage or {}).values())
     assert "are cold" in result.stdout.splitlines()[1]
-    progress = [line for line in result.stderr.splitlines() if line.startswith("sampling ")]
-    assert len(progress) >= 5 and progress[-1].startswith("sampling 10.0/10s"), result.stderr
 
 
 def test_once_with_short_windows_reports_percentiles() -> None:
@@ -64,6 +81,8 @@ def test_once_with_short_windows_reports_percentiles() -> None:
         "2s",
         "--node-name",
         "laptop",
+        "--once-output",
+        "yaml",
     )
     assert result.returncode == 0, result.stderr
     model = NodeMetric.from_wire(yaml.safe_load(result.stdout))
@@ -86,6 +105,7 @@ def test_once_reads_the_cgroup_root_it_is_given(tmp_path: Path) -> None:
         f"--cgroup-root={tmp_path / 'cgroup'}",
         f"--proc-root={tmp_path / 'proc'}",
         "--node-name=fixture",
+        "--once-output=yaml",
     )
     assert result.returncode == 0, result.stderr
     model = NodeMetric.from_wire(yaml.safe_load(result.stdout))

@@ -98,6 +98,7 @@ def test_daemon_without_a_node_name_exits_2(
 ) -> None:
     for var in ("NODE_NAME", "LOADLINE_AGENT_NODE_NAME"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("KUBECONFIG", "/etc/loadline-test/kubeconfig")  # a cluster is configured: node needed
     assert main([]) == 2
     assert "node_name: required" in capsys.readouterr().err
 

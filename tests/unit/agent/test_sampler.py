@@ -238,3 +238,21 @@ def test_end_to_end_on_fake_trees(tmp_path: Path) -> None:
     container = report.usage(SeriesKey(MEMORY_ANON_USAGE_BYTES, pods[0].uid, "c0"), 10.0)
     assert container is not None and container["avg"] > 0 and math.isnan(container["p50"])
     assert all(st.last_success for st in s.stats.values())
+
+
+def test_node_cpu_is_never_above_the_cpus_there_are() -> None:
+    """Busy ticks at tick granularity can read a little above capacity in one interval: the rate is capped."""
+    clock = FakeClock()
+    script = [
+        [counter(NODE_CPU_USAGE_SECONDS, 100.0), gauge(NODE_CPU_CAPACITY_CORES, 2.0)],
+        [counter(NODE_CPU_USAGE_SECONDS, 102.01), gauge(NODE_CPU_CAPACITY_CORES, 2.0)],
+        [counter(NODE_CPU_USAGE_SECONDS, 103.51), gauge(NODE_CPU_CAPACITY_CORES, 2.0)],
+    ]
+    s = Sampler([Scripted("node", script)], clock=clock)
+    asyncio.run(s.cycle())
+    clock.t += 1.0
+    asyncio.run(s.cycle())
+    assert latest_value(s, SeriesKey(NODE_CPU_USAGE_CORES)) == 2.0  # 2.01 read, 2 CPUs
+    clock.t += 1.0
+    asyncio.run(s.cycle())
+    assert latest_value(s, SeriesKey(NODE_CPU_USAGE_CORES)) == pytest.approx(1.5)

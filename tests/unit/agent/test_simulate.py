@@ -16,6 +16,8 @@ from agent.collectors.simulated import (
     node_capacity,
     usage_profile,
 )
+from agent.exporter import render_windows
+from agent.pipeline import NodePipeline
 from agent.report import PodIdentity, ReportPolicy, aggregate, build_status
 from agent.sampler import Sampler
 from agent.series import (
@@ -180,3 +182,31 @@ def test_an_invalid_annotation_falls_back_to_the_default_profile() -> None:
     assert profile.cpu == 0.5 and collector.errors.by_reason == {"garbage": 1}
     collector.profile(bad)  # cached by resourceVersion: not re-parsed, not re-logged
     assert collector.errors.by_reason == {"garbage": 1}
+
+
+def test_a_simulated_node_exports_pod_series_for_the_dashboards() -> None:
+    """The demo's Pods row reads pod series with namespace/pod labels: the simulated pipeline exports them."""
+    web = {
+        **pod("web", {"loadline.io/simulated-cpu": "1"}),
+        "metadata": {"uid": "web", "namespace": "shop", "name": "web-0"},
+    }
+    now = [100.0]
+    collector = SimulatedNodeCollector("kwok-0", lambda: [web], PARAMS, cpu=4, memory=8 * 1024**3, seed=3)
+    pipeline = NodePipeline(
+        "kwok-0",
+        [collector],
+        pods=lambda: {"web": PodIdentity.from_pod(web)},
+        policy=ReportPolicy(aggregate_duration_seconds=5, windows=(5,)),
+        interval=1.0,
+    )
+    pipeline.sampler._clock = lambda: now[0]
+    for _ in range(8):
+        asyncio.run(pipeline.sampler.cycle())
+        now[0] += 1.0
+    text = (
+        pipeline.render_raw(node_label="kwok-0")
+        + render_windows([pipeline.export_input(pipeline.aggregate(now[0] - 1), node_label="kwok-0")])
+    ).decode()
+    labels = 'node="kwok-0",namespace="shop",pod="web-0"'
+    assert f'loadline_pod_cpu_usage_window_cores{{{labels},window="5s",quantile="0.95"}}' in text
+    assert f'loadline_container_cpu_usage_seconds_total{{{labels},container=""}}' in text
