@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
         "scheduler_plugin.descheduler.main", "LowNodeLoad descheduler: drains hot nodes through the Eviction API"
     ),
     "explain": Subcommand("scheduler_plugin.explain", "why a pod went where it went, or why it is pending"),
+    "top": Subcommand("agent.top", "nodes by real load from NodeMetrics: usage, p95, batch, low/normal/hot class"),
 }
 
 

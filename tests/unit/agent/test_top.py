@@ -1,0 +1,121 @@
+"""`loadline top`: rows from Nodes, NodeMetrics and pods; classes, sorting, table and JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from agent.top import NodeRow, build_rows, classify, main, render_table, sort_rows
+from common.api.wire import GoDuration
+
+GiB = 1024**3
+
+
+def node(name: str, cpu: str = "8", memory: str = "32Gi", batch_cpu: str | None = None) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": memory}
+    if batch_cpu is not None:
+        allocatable |= {"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "8Gi"}
+    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+
+
+def metric(
+    name: str, cpu: str, memory: str, p95_cpu: str = "1", windows: tuple[str, ...] = ("5m0s",)
+) -> dict[str, Any]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    usage = {"resources": {"cpu": cpu, "memory": memory}}
+    aggregated = [
+        {"duration": w, "usage": {"p95": {"resources": {"cpu": p95_cpu if i == 0 else "7", "memory": memory}}}}
+        for i, w in enumerate(windows)
+    ]
+    return {
+        "apiVersion": "slo.koordinator.sh/v1alpha1",
+        "kind": "NodeMetric",
+        "metadata": {"name": name},
+        "status": {
+            "updateTime": now,
+            "nodeMetric": {"nodeUsage": usage, "aggregatedNodeUsages": aggregated, "systemUsage": usage},
+        },
+    }
+
+
+def batch_pod(node_name: str, cpu_milli: int, phase: str = "Running") -> dict[str, Any]:
+    requests = {"kubernetes.io/batch-cpu": str(cpu_milli), "kubernetes.io/batch-memory": "1Gi"}
+    return {
+        "metadata": {"name": f"b-{cpu_milli}", "namespace": "x"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": requests}}]},
+        "status": {"phase": phase},
+    }
+
+
+def rows() -> list[NodeRow]:
+    return build_rows(
+        [node("cold", batch_cpu="4000"), node("warm"), node("hot"), node("new")],
+        [
+            metric("cold", "1", "4Gi", windows=("5m0s", "30m0s")),
+            metric("warm", "4", "16Gi"),
+            metric("hot", "7", "8Gi", p95_cpu="8"),
+        ],
+        [batch_pod("cold", 1500), batch_pod("cold", 500), batch_pod("cold", 9000, phase="Succeeded")],
+        window=GoDuration.parse("5m"),
+    )
+
+
+def test_rows_classes_and_batch() -> None:
+    by = {r.name: r for r in rows()}
+    assert by["cold"].cpu_cores == 1 and by["cold"].percent("cpu") == pytest.approx(12.5)
+    assert by["cold"].p95_cpu_cores == 1  # the chosen 5m window, not the longest (30m: 7)
+    assert by["cold"].batch_cpu_allocatable_cores == 4 and by["cold"].batch_cpu_used_cores == 2.0  # finished: left out
+    assert by["cold"].batch_memory_used_bytes == 2 * GiB and by["cold"].pods == 2
+    assert {r.name: r.load_class for r in by.values()} == {
+        "cold": "low",
+        "warm": "normal",
+        "hot": "hot",
+        "new": "unknown",
+    }
+    assert by["new"].cpu_cores is None and by["new"].batch_cpu_allocatable_cores is None
+
+
+def test_classify_by_thresholds() -> None:
+    row = NodeRow("n", cpu_cores=5, cpu_allocatable_cores=10, memory_bytes=1, memory_allocatable_bytes=10)
+    assert classify(row, {"cpu": 45, "memory": 55}, {"cpu": 75, "memory": 80}) == "normal"  # cpu 50 %
+    assert classify(row, {"cpu": 60, "memory": 55}, {"cpu": 75}) == "low"
+    assert classify(row, {"cpu": 60}, {"cpu": 40}) == "hot"
+
+
+def test_sorting_and_output() -> None:
+    assert [r.name for r in sort_rows(rows(), "cpu")] == ["hot", "warm", "cold", "new"]  # largest first, unknown last
+    assert [r.name for r in sort_rows(rows(), "class")] == ["hot", "warm", "cold", "new"]
+    text = render_table(sort_rows(rows(), "name"), window="5m0s", wide=False)
+    header, *lines = text.splitlines()
+    assert header.split() == [
+        "NAME",
+        "CPU(cores)",
+        "CPU%",
+        "MEMORY",
+        "MEMORY%",
+        "P95-CPU(5m0s)",
+        "BATCH-CPU(used/alloc)",
+        "BATCH-MEMORY(used/alloc)",
+        "CLASS",
+    ]
+    assert lines[0].split() == ["cold", "1.00", "12%", "4.0GiB", "12%", "1.00", "2.00/4.00", "2.0GiB/8.0GiB", "low"]
+    wide = render_table(rows(), window="5m0s", wide=True).splitlines()[0].split()
+    assert "P95-MEMORY(5m0s)" in wide and wide[-2:] == ["PODS", "UPDATED"]
+
+
+def test_bad_thresholds_and_window_are_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit, match="--low"):
+        main(["--low", "disk=3"])
+    assert main(["--window", "soon"]) == 2
+    assert "--window" in capsys.readouterr().err
+
+
+def test_json_rows_are_plain_numbers() -> None:
+    from dataclasses import asdict
+
+    data = json.loads(json.dumps([asdict(r) for r in rows()]))
+    cold = next(r for r in data if r["name"] == "cold")
+    assert cold["cpu_cores"] == 1.0 and cold["memory_bytes"] == 4 * GiB and cold["load_class"] == "low"
