@@ -1,8 +1,8 @@
 """API objects (plain dicts from the watches) mapped onto the batch core's dataclasses.
 
 Conversions run once per watch event, not per reconcile, so a resync over thousands of
-nodes only does arithmetic. Anything malformed raises `InputError` naming the object and
-field; the caller logs it once and treats the object as unusable.
+nodes only does arithmetic. Anything malformed raises `MalformedObjectError` naming the object
+and field; the caller logs it once and treats the object as unusable.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
+from common.api.malformed import MalformedObjectError, MalformedReason
+from common.api.nodemetric_digest import digest_node_metric
 from common.api.pod import pod_requests, priority_class_of, qos_class_of
 from common.api.quantity import Quantity, QuantityError, consumer_units
 from manager.noderesource.model import (
@@ -26,10 +28,6 @@ from manager.noderesource.model import (
 from manager.noderesource.reservation import reservation_from_annotations
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
-
-
-class InputError(ValueError):
-    """An API object the manager cannot use (the message names it and the field)."""
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -48,7 +46,7 @@ def _pair(resources: Mapping[str, Any] | None, where: str) -> ResourcePair:
             else 0
         )
     except (QuantityError, TypeError) as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise MalformedObjectError(f"{where}: {exc}", reason=MalformedReason.INVALID_QUANTITY) from None
     return ResourcePair(cpu, memory)
 
 
@@ -123,7 +121,7 @@ def pod_on_node(pod: Mapping[str, Any]) -> PodOnNode:
         request = _pod_request(pod)
         priority, qos = priority_class_of(pod).value, qos_class_of(pod).value
     except (QuantityError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"pod {namespace}/{name}: {exc}") from None
+        raise MalformedObjectError(f"{exc}", kind="Pod", name=f"{namespace}/{name}") from None
     return PodOnNode(
         namespace=namespace,
         name=name,
@@ -135,102 +133,23 @@ def pod_on_node(pod: Mapping[str, Any]) -> PodOnNode:
 
 
 # --- NodeMetric --------------------------------------------------------------------------
-# Read straight from the dict (the pydantic model costs ~1 ms per NodeMetric, and every node's agent
-# reports every minute); values are validated as the model would: quantities, never negative.
-_USAGE_MEMO: dict[tuple[str, Any], int] = {}
-
-
-def _usage(raw: Any, resource: str, where: str) -> int:
-    key = (resource, raw)
-    try:
-        cached = _USAGE_MEMO.get(key)
-    except TypeError:  # unhashable: certainly not a quantity
-        raise InputError(f"{where}: {resource} {raw!r} is not a quantity") from None
-    if cached is not None:
-        return cached
-    try:
-        q = Quantity.parse(raw, field=f"{where}.{resource}")
-    except (QuantityError, TypeError) as exc:
-        raise InputError(str(exc)) from None
-    if q.sign() < 0:
-        raise InputError(f"{where}.{resource}: usage must not be negative, got {raw!r}")
-    try:
-        value = consumer_units(resource, q, f"{where}.{resource}")
-    except QuantityError as exc:
-        raise InputError(str(exc)) from None
-    if len(_USAGE_MEMO) >= _MEMO_LIMIT * 8:
-        _USAGE_MEMO.clear()
-    _USAGE_MEMO[key] = value
-    return value
-
-
-def _resource_map(rmap: Any, where: str) -> ResourcePair:
-    if rmap is None:
+def _pair_of(usage: Mapping[str, int] | None) -> ResourcePair:
+    if not usage:
         return ZERO
-    if not isinstance(rmap, Mapping):
-        raise InputError(f"{where} must be an object")
-    resources = rmap.get("resources") or {}
-    if not isinstance(resources, Mapping):
-        raise InputError(f"{where}.resources must be an object")
-    cpu = resources.get(RESOURCE_CPU)
-    memory = resources.get(RESOURCE_MEMORY)
-    return ResourcePair(
-        _usage(cpu, RESOURCE_CPU, f"{where}.resources") if cpu is not None else 0,
-        _usage(memory, RESOURCE_MEMORY, f"{where}.resources") if memory is not None else 0,
-    )
-
-
-def _time(raw: Any, where: str) -> datetime | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        raise InputError(f"{where}: not a time: {raw!r}")
-    try:
-        parsed = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
-    except ValueError:
-        raise InputError(f"{where}: invalid RFC 3339 time {raw!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _entries(value: Any, where: str) -> list[Mapping[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
-        raise InputError(f"{where} must be a list of objects")
-    return value
+    return ResourcePair(usage.get(RESOURCE_CPU, 0), usage.get(RESOURCE_MEMORY, 0))
 
 
 def node_metric_snapshot(obj: Mapping[str, Any]) -> NodeMetricSnapshot | None:
-    """The status parts the batch formula reads; None when the agent never wrote a status."""
-    status = obj.get("status")
-    if not status:
+    """The status parts the batch formula reads, from the shared digest; None when the agent never
+    wrote a status. Raises the digest's MalformedObjectError when the object is unusable."""
+    digest = digest_node_metric(obj)
+    if digest.problem is not None:
+        raise digest.problem
+    if not digest.has_status:
         return None
-    where = f"NodeMetric {_meta(obj).get('name')}: status"
-    if not isinstance(status, Mapping):
-        raise InputError(f"{where} must be an object")
-    info = status.get("nodeMetric") or {}
-    if not isinstance(info, Mapping):
-        raise InputError(f"{where}.nodeMetric must be an object")
-    pods = tuple(
-        PodUsage(
-            str(p.get("namespace") or ""),
-            str(p.get("name") or ""),
-            str(p.get("priority") or ""),
-            _resource_map(p.get("podUsage"), f"{where}.podsMetric[{i}].podUsage"),
-        )
-        for i, p in enumerate(_entries(status.get("podsMetric"), f"{where}.podsMetric"))
-    )
-    apps = tuple(
-        HostAppUsage(
-            str(a.get("name") or ""),
-            str(a.get("priority") or ""),
-            _resource_map(a.get("usage"), f"{where}.hostApplicationMetric[{i}].usage"),
-        )
-        for i, a in enumerate(_entries(status.get("hostApplicationMetric"), f"{where}.hostApplicationMetric"))
-    )
     return NodeMetricSnapshot(
-        update_time=_time(status.get("updateTime"), f"{where}.updateTime"),
-        system_usage=_resource_map(info.get("systemUsage"), f"{where}.nodeMetric.systemUsage"),
-        pods=pods,
-        host_apps=apps,
+        update_time=None if digest.update_time is None else datetime.fromtimestamp(digest.update_time, UTC),
+        system_usage=_pair_of(digest.system_usage),
+        pods=tuple(PodUsage(p.namespace, p.name, p.priority, _pair_of(p.usage)) for p in digest.pod_usages.values()),
+        host_apps=tuple(HostAppUsage(a.name, a.priority, _pair_of(a.usage)) for a in digest.host_apps),
     )

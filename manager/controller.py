@@ -24,11 +24,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.api.constants import NODEMETRIC_PLURAL, NODESLO_PLURAL, SLO_GROUP, SLO_VERSION
+from common.api.malformed import MalformedObjectError
 from common.kube.events import EventRecorder
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector
 from manager import metrics
-from manager.adapters import InputError, node_metric_snapshot, pod_node_name, pod_on_node
+from manager.adapters import node_metric_snapshot, pod_node_name, pod_on_node
 from manager.batch import BatchWriter
 from manager.configsource import SLOConfigSource
 from manager.noderesource.model import NodeMetricSnapshot, PodOnNode
@@ -108,7 +110,7 @@ class Controller:
         self.pods_by_node: dict[str, dict[str, PodOnNode]] = {}
         self._pod_node: dict[str, str] = {}
         self.metrics_by_node: dict[str, NodeMetricSnapshot | None] = {}
-        self._bad_inputs: set[str] = set()  # objects already logged as malformed (log once)
+        self.malformed = MalformedObjects()  # objects that cannot be read: logged and counted once per version
 
         self.nodemetric_writer = SpecWriter(http, NODE_METRIC)
         self.nodeslo_writer = SpecWriter(http, NODE_SLO)
@@ -159,8 +161,9 @@ class Controller:
         if node:
             try:
                 current = pod_on_node(obj)
-            except InputError as exc:
-                self._bad_input(f"pod/{key}", str(exc))
+                self.malformed.clear("Pod", key)
+            except MalformedObjectError as exc:
+                self.malformed.report("Pod", key, obj, exc)
                 current = None
         if previous_node and (previous_node != node or current is None):
             self.pods_by_node.get(previous_node, {}).pop(key, None)
@@ -176,14 +179,15 @@ class Controller:
         name = _name(obj)
         if kind == "DELETED":
             self.metrics_by_node.pop(name, None)
+            self.malformed.clear("NodeMetric", name)
         elif old is None or obj.get("status") != old.get("status") or name not in self.metrics_by_node:
             try:
                 self.metrics_by_node[name] = node_metric_snapshot(obj)
-                self._bad_inputs.discard(f"nodemetric/{name}")
-            except InputError as exc:
+                self.malformed.clear("NodeMetric", name)
+            except MalformedObjectError as exc:
                 # Unusable usage data is no data: the batch resources degrade as for a missing metric.
                 self.metrics_by_node[name] = None
-                self._bad_input(f"nodemetric/{name}", str(exc))
+                self.malformed.report("NodeMetric", name, obj, exc)
         self._enqueue(name)
 
     def _on_nodeslo(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
@@ -193,12 +197,6 @@ class Controller:
     def _on_configmap(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
         self.config.handle(kind, obj, old)
         self._config_seen.set()  # the leader reports a refusal at once, not at the next resync
-
-    def _bad_input(self, what: str, message: str) -> None:
-        metrics.INPUT_ERRORS.labels(what.split("/", 1)[0]).inc()
-        if what not in self._bad_inputs:
-            self._bad_inputs.add(what)
-            log.warning("ignoring malformed %s: %s", what, message)
 
     def _config_changed(self) -> None:
         self._policies.clear()
@@ -297,7 +295,7 @@ class Controller:
         labels = meta.get("labels") or {}
         colocation = colocation_for_node(config, labels, meta.get("annotations"))
         for warning in colocation.warnings:
-            self._bad_input(f"node/{name}", warning)
+            self.malformed.report("Node", name, node, MalformedObjectError(warning, kind="Node", name=name))
 
         policy, want = self._collect_policy(colocation)
         stored = await self.nodemetric_writer.ensure(name, self.nodemetrics.store.get(name), policy, want)

@@ -49,6 +49,3 @@ CONFIG_REJECTED = Gauge(
 CONFIG_LAST_ACCEPTED = Gauge(
     "loadline_manager_config_last_accepted_timestamp_seconds", "When a slo-controller-config was last accepted"
 )
-INPUT_ERRORS = Counter(
-    "loadline_manager_input_errors_total", "Objects that could not be read (malformed), by kind", ["kind"]
-)

@@ -36,9 +36,11 @@ __all__ = [
     "MAX_CONSUMER_UNITS",
     "QUANTITY_PATTERN",
     "Format",
+    "NegativeQuantityError",
     "NonNegativeQuantity",
     "Quantity",
     "QuantityError",
+    "QuantityRangeError",
     "ResourceList",
     "consumer_units",
     "format_quantity",
@@ -87,6 +89,14 @@ class QuantityError(ValueError):
 # It is 9e12 cores or 8 PiB: nothing real comes near it, while "1e16" cores, "8Ei" bytes or
 # "9223372036854775807m" would overflow (or silently wrap) the arrays they are written to.
 MAX_CONSUMER_UNITS = 2**53
+
+
+class NegativeQuantityError(QuantityError):
+    """A valid quantity where only a non-negative one makes sense (a usage)."""
+
+
+class QuantityRangeError(QuantityError):
+    """A valid quantity beyond the range rule (MAX_CONSUMER_UNITS)."""
 
 
 class Format(enum.StrEnum):  # a str subclass, like Go's `type Format string`
@@ -367,7 +377,7 @@ def _pydantic_serialize(value: Quantity) -> str | int:
 
 def _require_non_negative(q: Quantity) -> Quantity:
     if q.nanos < 0:
-        raise QuantityError(f"negative quantity '{q.to_wire()}' is not a valid usage")
+        raise NegativeQuantityError(f"negative quantity '{q.to_wire()}' is not a valid usage")
     return q
 
 
@@ -384,7 +394,7 @@ def consumer_units(resource: str, q: Quantity, field: str | None = None) -> int:
         return units
     unit = "milli-units" if resource == RESOURCE_CPU else "units"
     where = field or resource
-    raise QuantityError(
+    raise QuantityRangeError(
         f"quantity {q.to_wire()!r} for {where} is out of range: {units} {unit} is beyond ±2^53, "
         "more than any node has and more than the scheduler's arrays can hold"
     )

@@ -46,15 +46,24 @@ class KubeModel(BaseModel):
 
 
 # --- metav1.Time ----------------------------------------------------------------
+class InvalidTimeError(ValueError):
+    """Text that is not an RFC 3339 time."""
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """metav1.Time's wire text → an aware datetime; the one time parser of every component.
+
+    A time without an offset is taken as UTC, as Go's metav1.Time unmarshalling does.
+    """
+    try:
+        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith("Z") else text)
+    except (ValueError, TypeError, AttributeError):
+        raise InvalidTimeError(f"invalid RFC 3339 time {text!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
 def _parse_time(value: Any) -> Any:
-    if isinstance(value, str):
-        text = value[:-1] + "+00:00" if value.endswith("Z") else value
-        try:
-            parsed = datetime.fromisoformat(text)
-        except ValueError as exc:
-            raise ValueError(f"invalid RFC 3339 time {value!r}") from exc
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    return value
+    return parse_rfc3339(value) if isinstance(value, str) else value
 
 
 def format_time(value: datetime) -> str:

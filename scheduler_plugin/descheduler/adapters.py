@@ -14,12 +14,14 @@ import math
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError
+from common.api.nodemetric_digest import digest_node_metric
 from common.api.pod import kube_qos_class, pod_requests
 from common.api.quantity import Quantity, QuantityError, consumer_units
+from common.api.wire import InvalidTimeError, parse_rfc3339
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
     NodeSelectorRequirement,
@@ -86,10 +88,9 @@ def parse_time(raw: Any) -> float | None:
     if not isinstance(raw, str) or not raw:
         return None
     try:
-        parsed = datetime.fromisoformat(raw[:-1] + "+00:00" if raw.endswith("Z") else raw)
-    except ValueError:
+        return parse_rfc3339(raw).timestamp()
+    except InvalidTimeError:
         return None
-    return parsed.timestamp() if parsed.tzinfo else None
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -295,6 +296,7 @@ class ParsedNodeMetric:
     system_usage: ResourceValues | None = None  # None: no status.nodeMetric
     pod_usages: Mapping[tuple[str, str], ResourceValues] = field(default_factory=dict)
     problem: str | None = None
+    malformed: MalformedObjectError | None = None  # what was wrong, when the digest says so
 
     def snapshot(self, keep: AbstractSet[tuple[str, str]] | None = None) -> NodeMetricSnapshot:
         """The core's record; with ``keep``, only the podsMetric entries of those pods count."""
@@ -306,57 +308,22 @@ class ParsedNodeMetric:
         )
 
 
-class _Malformed(ValueError):
-    pass
-
-
-def _usage_resources(raw: Any, where: str) -> dict[str, float | None]:
-    """``{resources: {cpu: ..., memory: ...}}`` → values; a bad or negative quantity names its field."""
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise _Malformed(f"{where}: must be an object")
-    resources = raw.get("resources")
-    if resources is None:
-        return {}
-    if not isinstance(resources, Mapping):
-        raise _Malformed(f"{where}.resources: must be an object")
-    values: dict[str, float | None] = {}
-    for name, value in resources.items():
-        parsed = scalar_value(str(name), value)
-        if math.isnan(parsed) or parsed < 0 or math.isinf(parsed):
-            raise _Malformed(f"{where}.resources.{name}: {value!r} is not a valid usage quantity")
-        values[str(name)] = parsed
-    return values
+def _values(usage: Mapping[str, int] | None) -> ResourceValues:
+    return {name: float(value) for name, value in (usage or {}).items()}
 
 
 def parse_node_metric(obj: JSON) -> ParsedNodeMetric:
-    name = str(_map(obj.get("metadata")).get("name", ""))
-    status = obj.get("status")
-    if status is None:
-        return ParsedNodeMetric(name)  # never reported: the core says "no status.nodeMetric"
-    try:
-        if not isinstance(status, Mapping):
-            raise _Malformed("status: must be an object")
-        raw_time = status.get("updateTime")
-        update_time = parse_time(raw_time)
-        if raw_time is not None and update_time is None:
-            raise _Malformed(f"status.updateTime: {raw_time!r} is not an RFC 3339 time")
-        info = status.get("nodeMetric")
-        if info is not None and not isinstance(info, Mapping):
-            raise _Malformed("status.nodeMetric: must be an object")
-        system = None if info is None else _usage_resources(info.get("systemUsage"), "status.nodeMetric.systemUsage")
-        pods: dict[tuple[str, str], ResourceValues] = {}
-        raw_pods = status.get("podsMetric")
-        if raw_pods is not None and not isinstance(raw_pods, list):
-            raise _Malformed("status.podsMetric: must be a list")
-        for i, entry in enumerate(raw_pods or []):
-            where = f"status.podsMetric[{i}]"
-            if not isinstance(entry, Mapping) or not entry.get("name") or not entry.get("namespace"):
-                raise _Malformed(f"{where}: needs a namespace and a name")
-            pods[(str(entry["namespace"]), str(entry["name"]))] = _usage_resources(
-                entry.get("podUsage"), f"{where}.podUsage"
-            )
-    except _Malformed as exc:
-        return ParsedNodeMetric(name, problem=f"NodeMetric malformed: {exc}")
-    return ParsedNodeMetric(name, update_time=update_time, system_usage=system, pod_usages=pods)
+    """What the round reads of a NodeMetric, from the one digest every component shares."""
+    digest = digest_node_metric(obj)
+    if digest.problem is not None:
+        problem = digest.problem
+        text = f"NodeMetric malformed: {problem.field}: {problem.detail}"
+        return ParsedNodeMetric(digest.node_name, problem=text, malformed=problem)
+    if not digest.has_status:
+        return ParsedNodeMetric(digest.node_name)  # never reported: the core says "no status.nodeMetric"
+    return ParsedNodeMetric(
+        digest.node_name,
+        update_time=digest.update_time,
+        system_usage=_values(digest.system_usage) if digest.has_node_metric else None,
+        pod_usages={(pod.namespace, pod.name): _values(pod.usage) for pod in digest.pod_usages.values()},
+    )

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.kube.malformed import MalformedObjects
 from scheduler_plugin.descheduler.adapters import (
     ParsedNodeMetric,
     controller_of,
@@ -91,6 +92,7 @@ class InputCache:
         self._metrics: dict[str, tuple[JSON, ParsedNodeMetric]] = {}
         self._replicas: dict[str, int] = {}
         self._work = 0
+        self.malformed = MalformedObjects()
 
     async def build(
         self,
@@ -126,6 +128,12 @@ class InputCache:
                     parsed = parse_node_metric(obj)
                 except Exception as exc:  # see the class docstring
                     parsed = ParsedNodeMetric(key, problem=f"NodeMetric malformed: {type(exc).__name__}: {exc}")
+                    self.malformed.report("NodeMetric", key, obj, exc)
+                else:
+                    if parsed.malformed is not None:
+                        self.malformed.report("NodeMetric", key, obj, parsed.malformed)
+                    else:
+                        self.malformed.clear("NodeMetric", key)
             fresh[key] = (obj, parsed)
             if parsed.problem is not None:
                 problems.setdefault(parsed.node_name, parsed.problem)
@@ -153,8 +161,10 @@ class InputCache:
                 await self._spend(self.CONVERSION_COST)
                 try:
                     snap = node_snapshot(obj)
+                    self.malformed.clear("Node", key)
                 except Exception as exc:  # see the class docstring
                     snap = f"Node malformed: {type(exc).__name__}: {exc}"
+                    self.malformed.report("Node", key, obj, exc)
             fresh[key] = (obj, snap)
             if isinstance(snap, str):
                 problems[key] = snap
@@ -207,7 +217,9 @@ class InputCache:
             await self._spend(self.CONVERSION_COST)
             try:
                 snap = pod_snapshot(obj, _replicas_of(obj, replicas))
+                self.malformed.clear("Pod", key)
             except Exception as exc:  # see the class docstring
+                self.malformed.report("Pod", key, obj, exc)
                 return (obj, f"pod {key} malformed: {type(exc).__name__}: {exc}", None)
         if isinstance(snap, str):
             return (obj, snap, None)

@@ -18,10 +18,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Handler, Reflector, object_key
 from scheduler_plugin.extender import metrics
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.snapshot import Snapshot
 
 log = logging.getLogger("loadline.extender.cache")
@@ -92,7 +92,7 @@ class ClusterCache:
         def handler(event: EventType, obj: JSON, _old: JSON | None) -> None:
             try:
                 handle(event, obj)
-            except InvalidObjectError as exc:
+            except MalformedObjectError as exc:
                 metrics.INVALID_OBJECTS.labels(kind).inc()
                 log.warning("skipping invalid %s %s: %s", kind, object_key(obj), exc)
 

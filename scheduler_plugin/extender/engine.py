@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS, ProvisionalPlacements
 from scheduler_plugin.extender.wire import JSON, ExtenderArgs, ScoreScaling, filter_result, node_name, scale_scores
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework, narrow_to_pre_filter_result
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, IndexArray, IntArray, Snapshot
@@ -111,7 +111,7 @@ class ExtenderEngine:
     def parse_pod(args: ExtenderArgs) -> PodInfo:
         try:
             return PodInfo.from_dict(args.pod)
-        except InvalidObjectError as exc:
+        except MalformedObjectError as exc:
             raise InvalidPod(f"Pod: {exc}") from None
 
     def candidates(self, args: ExtenderArgs) -> Candidates:
@@ -147,7 +147,7 @@ class ExtenderEngine:
             return
         try:
             self.snapshot.upsert_node(node)
-        except InvalidObjectError as exc:
+        except MalformedObjectError as exc:
             metrics.INVALID_OBJECTS.labels("request-node").inc()
             log.warning("cannot use node %s from the request (%s); %s", name, exc,
                         "keeping the cached copy" if info is not None else "it passes unchecked")

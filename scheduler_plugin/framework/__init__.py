@@ -4,6 +4,7 @@ No API-server I/O here: the framework schedules over an in-memory `Snapshot` and
 through a `Binder`.
 """
 
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.framework.clock import Clock, FakeClock, RealClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
@@ -31,7 +32,6 @@ from scheduler_plugin.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler_plugin.framework.invocation import FrameworkObserver
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework, PermitOutcome
 from scheduler_plugin.framework.schedule_one import ScheduleResult
@@ -53,7 +53,7 @@ __all__ = [
     "Framework",
     "FrameworkHandle",
     "FrameworkObserver",
-    "InvalidObjectError",
+    "MalformedObjectError",
     "NormalizeScorePlugin",
     "PermitOutcome",
     "PermitPlugin",

@@ -13,9 +13,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.descheduler.args import LabelSelector
 from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_label_selector
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 
 
@@ -34,19 +34,19 @@ class DisruptionBudget:
         status = obj.get("status") or {}
         name = meta.get("name")
         if not isinstance(name, str) or not name:
-            raise InvalidObjectError("PodDisruptionBudget metadata.name: required")
+            raise MalformedObjectError("PodDisruptionBudget metadata.name: required")
         raw_selector = spec.get("selector")
         matches = None
         if raw_selector:
             try:
                 selector = LabelSelector.model_validate(raw_selector)
             except ValidationError as exc:
-                raise InvalidObjectError(f"PodDisruptionBudget spec.selector: {exc.errors()[0]['msg']}") from None
+                raise MalformedObjectError(f"PodDisruptionBudget spec.selector: {exc.errors()[0]['msg']}") from None
             if selector.match_labels or selector.match_expressions:
                 matches = compile_label_selector(selector)
         allowed = status.get("disruptionsAllowed", 0)
         if not isinstance(allowed, int):
-            raise InvalidObjectError("PodDisruptionBudget status.disruptionsAllowed: expected an integer")
+            raise MalformedObjectError("PodDisruptionBudget status.disruptionsAllowed: expected an integer")
         return cls(
             namespace=str(meta.get("namespace") or "default"),
             name=name,

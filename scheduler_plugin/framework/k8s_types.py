@@ -1,20 +1,17 @@
 """Immutable, parsed forms of the Kubernetes scheduling fields plugins match on.
 
 Parsed once when an object enters the snapshot, so the hot path never walks JSON.
-A malformed field raises `InvalidObjectError` naming it; the caller logs and skips the object.
+A malformed field raises `MalformedObjectError` naming it; the caller logs and skips the object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-
-class InvalidObjectError(ValueError):
-    """A Kubernetes object we cannot schedule with; the message names the field."""
-
+from common.api.malformed import MalformedObjectError, MalformedReason
+from common.api.wire import InvalidTimeError, parse_rfc3339
 
 NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
@@ -82,22 +79,20 @@ def parse_time(value: Any, field: str) -> float | None:
     if value in (None, ""):
         return None
     if not isinstance(value, str):
-        raise InvalidObjectError(f"{field}: expected an RFC 3339 time, got {value!r}")
-    text = value[:-1] + "+00:00" if value.endswith("Z") else value
+        raise MalformedObjectError(
+            f"expected an RFC 3339 time, got {value!r}", field=field, reason=MalformedReason.INVALID_TIME
+        )
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidObjectError(f"{field}: invalid RFC 3339 time {value!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+        return parse_rfc3339(value).timestamp()
+    except InvalidTimeError as exc:
+        raise MalformedObjectError(str(exc), field=field, reason=MalformedReason.INVALID_TIME) from None
 
 
 def _mapping(value: Any, field: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidObjectError(f"{field}: expected an object, got {type(value).__name__}")
+        raise MalformedObjectError(f"{field}: expected an object, got {type(value).__name__}")
     return value
 
 
@@ -105,7 +100,7 @@ def _sequence(value: Any, field: str) -> Sequence[Any]:
     if value is None:
         return ()
     if not isinstance(value, list | tuple):
-        raise InvalidObjectError(f"{field}: expected a list, got {type(value).__name__}")
+        raise MalformedObjectError(f"{field}: expected a list, got {type(value).__name__}")
     return value
 
 
@@ -113,7 +108,7 @@ def string_map(value: Any, field: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, v in _mapping(value, field).items():
         if not isinstance(v, str):
-            raise InvalidObjectError(f"{field}.{k}: expected a string, got {v!r}")
+            raise MalformedObjectError(f"{field}.{k}: expected a string, got {v!r}")
         out[str(k)] = v
     return out
 
@@ -124,7 +119,7 @@ def parse_taints(value: Any, field: str = "spec.taints") -> tuple[Taint, ...]:
         item = _mapping(raw, f"{field}[{i}]")
         effect = item.get("effect", "")
         if effect not in TAINT_EFFECTS:
-            raise InvalidObjectError(f"{field}[{i}].effect: unknown taint effect {effect!r}")
+            raise MalformedObjectError(f"{field}[{i}].effect: unknown taint effect {effect!r}")
         taints.append(Taint(str(item.get("key", "")), str(item.get("value", "") or ""), effect))
     return tuple(taints)
 
@@ -135,7 +130,7 @@ def parse_tolerations(value: Any, field: str = "spec.tolerations") -> tuple[Tole
         item = _mapping(raw, f"{field}[{i}]")
         operator = item.get("operator") or "Equal"
         if operator not in ("Equal", "Exists"):
-            raise InvalidObjectError(f"{field}[{i}].operator: unknown toleration operator {operator!r}")
+            raise MalformedObjectError(f"{field}[{i}].operator: unknown toleration operator {operator!r}")
         out.append(
             Toleration(
                 key=str(item.get("key") or ""),
@@ -151,23 +146,23 @@ def _parse_requirement(raw: Any, field: str) -> Requirement:
     item = _mapping(raw, field)
     key = item.get("key")
     if not isinstance(key, str) or not key:
-        raise InvalidObjectError(f"{field}.key: required")
+        raise MalformedObjectError(f"{field}.key: required")
     operator = item.get("operator")
     if operator not in NODE_SELECTOR_OPERATORS:
-        raise InvalidObjectError(f"{field}.operator: unknown operator {operator!r}")
+        raise MalformedObjectError(f"{field}.operator: unknown operator {operator!r}")
     values = tuple(str(v) for v in _sequence(item.get("values"), f"{field}.values"))
     if operator in ("In", "NotIn") and not values:
-        raise InvalidObjectError(f"{field}.values: must be non-empty for {operator}")
+        raise MalformedObjectError(f"{field}.values: must be non-empty for {operator}")
     if operator in ("Exists", "DoesNotExist") and values:
-        raise InvalidObjectError(f"{field}.values: must be empty for {operator}")
+        raise MalformedObjectError(f"{field}.values: must be empty for {operator}")
     number = None
     if operator in ("Gt", "Lt"):
         if len(values) != 1:
-            raise InvalidObjectError(f"{field}.values: {operator} needs exactly one value")
+            raise MalformedObjectError(f"{field}.values: {operator} needs exactly one value")
         try:
             number = int(values[0])
         except ValueError:
-            raise InvalidObjectError(f"{field}.values[0]: {values[0]!r} is not an integer") from None
+            raise MalformedObjectError(f"{field}.values[0]: {values[0]!r} is not an integer") from None
     return Requirement(key, operator, values, number)
 
 
@@ -183,7 +178,9 @@ def parse_selector_term(raw: Any, field: str) -> SelectorTerm:
     )
     for i, req in enumerate(fields):
         if req.key != "metadata.name":
-            raise InvalidObjectError(f"{field}.matchFields[{i}].key: only metadata.name is supported, got {req.key!r}")
+            raise MalformedObjectError(
+                f"{field}.matchFields[{i}].key: only metadata.name is supported, got {req.key!r}"
+            )
     return SelectorTerm(expressions, fields)
 
 
@@ -206,7 +203,7 @@ def parse_node_affinity(
         item = _mapping(raw, f"{pref_field}[{i}]")
         weight = item.get("weight")
         if not isinstance(weight, int) or not 1 <= weight <= 100:
-            raise InvalidObjectError(f"{pref_field}[{i}].weight: must be an integer in 1..100, got {weight!r}")
+            raise MalformedObjectError(f"{pref_field}[{i}].weight: must be an integer in 1..100, got {weight!r}")
         term = parse_selector_term(item.get("preference"), f"{pref_field}[{i}].preference")
         preferred.append(PreferredTerm(weight, term))
     return required, tuple(preferred)

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError
 from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
 from common.api.podgroup import GangRef, GangSpecError, gang_of
 from common.api.quantity import QuantityError
 from scheduler_plugin.framework.k8s_types import (
-    InvalidObjectError,
     PreferredTerm,
     SelectorTerm,
     Toleration,
@@ -105,17 +105,17 @@ class PodInfo:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
-        """Parse a pod as the API server returns it. Raises InvalidObjectError naming the bad field."""
+        """Parse a pod as the API server returns it. Raises MalformedObjectError naming the bad field."""
         if not isinstance(obj, Mapping):
-            raise InvalidObjectError(f"pod: expected an object, got {type(obj).__name__}")
+            raise MalformedObjectError(f"pod: expected an object, got {type(obj).__name__}")
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
-            raise InvalidObjectError("pod: metadata, spec and status must be objects")
+            raise MalformedObjectError("pod: metadata, spec and status must be objects")
         name = meta.get("name")
         if not isinstance(name, str) or not name:
-            raise InvalidObjectError("metadata.name: required")
+            raise MalformedObjectError("metadata.name: required")
         self = cls.__new__(cls)
         self.raw = obj
         self.name = name
@@ -130,7 +130,7 @@ class PodInfo:
         if priority is None:
             priority = 0
         if not isinstance(priority, int):
-            raise InvalidObjectError(f"spec.priority: expected an integer, got {priority!r}")
+            raise MalformedObjectError(f"spec.priority: expected an integer, got {priority!r}")
         self.priority = priority
         self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
         self.node_name = str(spec.get("nodeName") or "")
@@ -141,10 +141,10 @@ class PodInfo:
             self.limits = {k: scalar(k, q) for k, q in pod_limits(obj).items()}
             self.nonzero_requests = _nonzero_requests(obj)
         except QuantityError as exc:
-            raise InvalidObjectError(str(exc)) from None
+            raise MalformedObjectError(str(exc)) from None
         for resource, amount in self.requests.items():
             if amount < 0:
-                raise InvalidObjectError(f"spec.containers[*].resources.requests.{resource}: must not be negative")
+                raise MalformedObjectError(f"spec.containers[*].resources.requests.{resource}: must not be negative")
         self.node_selector = string_map(spec.get("nodeSelector"), "spec.nodeSelector")
         self.required_affinity, self.preferred_affinity = parse_node_affinity(spec.get("affinity"))
         self.tolerations = parse_tolerations(spec.get("tolerations"))
@@ -155,7 +155,7 @@ class PodInfo:
         self.nominated_node_name = str(status.get("nominatedNodeName") or "")
         policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
         if policy not in ("PreemptLowerPriority", "Never"):
-            raise InvalidObjectError(f"spec.preemptionPolicy: unknown value {policy!r}")
+            raise MalformedObjectError(f"spec.preemptionPolicy: unknown value {policy!r}")
         self.preempt_never = policy == "Never"
         try:
             self.gang, self.gang_error = gang_of(obj), None
@@ -176,7 +176,7 @@ class PodInfo:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
-            raise InvalidObjectError("pod: metadata, spec and status must be objects")
+            raise MalformedObjectError("pod: metadata, spec and status must be objects")
         new = PodInfo.__new__(PodInfo)
         for name in PodInfo.__slots__:
             setattr(new, name, getattr(self, name))

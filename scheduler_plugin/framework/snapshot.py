@@ -27,12 +27,13 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error
+from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import scalar
 from common.api.podgroup import PodGroup
 from common.api.quantity import Quantity, QuantityError
 from scheduler_plugin.framework.disruption import DisruptionBudget
-from scheduler_plugin.framework.k8s_types import InvalidObjectError, Taint, parse_taints, string_map
-from scheduler_plugin.framework.nodeload import NodeLoad
+from scheduler_plugin.framework.k8s_types import Taint, parse_taints, string_map
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 
 FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
@@ -73,7 +74,7 @@ class NodeInfo:
         self.allocatable: dict[str, int] = {}
         self.raw: Mapping[str, Any] = {}
         self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
-        self.load: NodeLoad | None = None
+        self.load: NodeMetricDigest | None = None
         self.taint_set_id = 0
 
     def __repr__(self) -> str:
@@ -116,13 +117,13 @@ def parse_resource_list(value: Any, field: str) -> dict[str, int]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise InvalidObjectError(f"{field}: expected an object")
+        raise MalformedObjectError(f"{field}: expected an object")
     out = {}
     for name, raw in value.items():
         try:
             out[str(name)] = scalar(str(name), Quantity.parse(raw, field=f"{field}.{name}"))
         except QuantityError as exc:
-            raise InvalidObjectError(str(exc)) from None
+            raise MalformedObjectError(str(exc)) from None
     return out
 
 
@@ -155,7 +156,7 @@ class Snapshot:
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
-        self._loads: dict[str, NodeLoad] = {}
+        self._loads: dict[str, NodeMetricDigest] = {}
         self.pod_groups: dict[str, PodGroupInfo] = {}
         self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
 
@@ -285,13 +286,13 @@ class Snapshot:
 
     # ------------------------------------------------------------------ nodes
     def upsert_node(self, obj: Mapping[str, Any]) -> NodeInfo:
-        """Add or update a node from its JSON. Raises InvalidObjectError (the node is then left as it was)."""
+        """Add or update a node from its JSON. Raises MalformedObjectError (the node is then left as it was)."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if not isinstance(name, str) or not name:
-            raise InvalidObjectError("node metadata.name: required")
+            raise MalformedObjectError("node metadata.name: required")
         labels = string_map(meta.get("labels"), "metadata.labels")
         annotations = string_map(meta.get("annotations"), "metadata.annotations")
         taints = parse_taints(spec.get("taints"))
@@ -532,17 +533,14 @@ class Snapshot:
                     del index[value]
 
     # ------------------------------------------------------------------ NodeMetrics
-    def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeLoad:
-        """Raises InvalidObjectError; the node is then left without a NodeMetric, never on an older version
+    def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeMetricDigest:
+        """Raises MalformedObjectError; the node is then left without a NodeMetric, never on an older version
         (an unusable NodeMetric is treated as an absent one, as Koordinator's informer drops what it cannot decode)."""
-        try:
-            load = NodeLoad.from_dict(obj)
-        except InvalidObjectError:
-            meta = obj.get("metadata")
-            name = meta.get("name") if isinstance(meta, Mapping) else None
-            if isinstance(name, str) and name:
-                self.remove_node_metric(name)
-            raise
+        load = digest_node_metric(obj)
+        if load.problem is not None:
+            if load.node_name:
+                self.remove_node_metric(load.node_name)
+            raise load.problem
         self._loads[load.node_name] = load
         info = self._node_by_name.get(load.node_name)
         if info is not None:
@@ -566,11 +564,14 @@ class Snapshot:
         try:
             group = PodGroup.model_validate(obj)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            raise InvalidObjectError(f"PodGroup {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+            meta_raw = obj.get("metadata")
+            name = str(meta_raw.get("name") or "") if isinstance(meta_raw, Mapping) else ""
+            raise from_validation_error("PodGroup", name, exc) from None
         meta = group.metadata
         if not meta.name:
-            raise InvalidObjectError("PodGroup metadata.name: required")
+            raise MalformedObjectError(
+                "required", kind="PodGroup", field="metadata.name", reason=MalformedReason.MISSING_FIELD
+            )
         info = PodGroupInfo(
             namespace=meta.namespace or "default",
             name=meta.name,

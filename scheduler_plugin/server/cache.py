@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector, object_key
 from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
-from scheduler_plugin.server.malformed import MalformedObjects
 
 log = logging.getLogger("loadline.scheduler.cache")
 
@@ -239,7 +239,7 @@ class ClusterCache:
             return
         try:
             self.snapshot.upsert_node(obj)
-        except InvalidObjectError as exc:
+        except MalformedObjectError as exc:
             self.malformed.report("Node", name, obj, exc)
             return
         self.malformed.clear("Node", name)
@@ -264,7 +264,7 @@ class ClusterCache:
                 pod = previous.with_status_of(obj)
             else:
                 pod = PodInfo.from_dict(obj)
-        except InvalidObjectError as exc:
+        except MalformedObjectError as exc:
             self.malformed.report("Pod", key, obj, exc)
             if key not in snap.records:
                 snap.remove_pod(key)  # a pending pod we cannot read is not scheduled
@@ -290,7 +290,7 @@ class ClusterCache:
         else:
             try:
                 self.snapshot.upsert_node_metric(obj)
-            except InvalidObjectError as exc:
+            except MalformedObjectError as exc:
                 self.malformed.report("NodeMetric", name, obj, exc)
                 self.listener.cluster_event(NODE_METRIC)  # the snapshot dropped the node's NodeMetric
                 return
@@ -312,12 +312,12 @@ class ClusterCache:
                 fallback = self.crds[other].store.get(key)
                 self.snapshot.remove_pod_group(namespace, name)
                 if fallback is not None:
-                    with contextlib.suppress(InvalidObjectError):
+                    with contextlib.suppress(MalformedObjectError):
                         self.snapshot.upsert_pod_group(fallback)
             else:
                 try:
                     self.snapshot.upsert_pod_group(obj)
-                except InvalidObjectError as exc:
+                except MalformedObjectError as exc:
                     self.malformed.report("PodGroup", label, obj, exc)
                     return
                 self.malformed.clear("PodGroup", label)

@@ -107,11 +107,6 @@ PERMIT_WAITING_GANGS = Gauge(
     "loadline_scheduler_permit_waiting_gangs",
     "Gangs with members reserved and waiting in Permit for the rest of the gang",
 )
-MALFORMED_OBJECTS = Counter(
-    "loadline_scheduler_malformed_objects_total",
-    "Object versions in the cluster the scheduler could not read and skipped, by kind",
-    ["kind"],
-)
 API_ERRORS = Counter(
     "loadline_scheduler_api_errors_total",
     "Failed API calls other than bindings (events, pod status), by call",

@@ -17,6 +17,7 @@ from typing import Any
 
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
+from common.kube.malformed import MalformedObjects
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
@@ -28,7 +29,6 @@ from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import ClusterCache
 from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.http_api import build_app, serve
-from scheduler_plugin.server.malformed import MalformedObjects
 from scheduler_plugin.server.options import SchedulerOptions
 from scheduler_plugin.server.reporter import Reporter
 from scheduler_plugin.server.scheduler import Scheduler

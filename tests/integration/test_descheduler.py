@@ -587,6 +587,9 @@ def test_malformed_node_metric_skips_the_node_and_the_round_goes_on(
         assert daemon.value("loadline_descheduler_nodes_skipped", samples, reason="missing") == 1
         assert daemon.value("loadline_descheduler_node_skips_total", samples, reason="malformed") >= 4
         assert daemon.value("loadline_descheduler_rounds_total", samples, result="error") == 0
+        # Counted as every component counts unreadable objects: once per object version.
+        assert daemon.value("loadline_malformed_objects_total", samples, kind="NodeMetric") == 1
+        assert daemon.value("loadline_malformed_objects_total", samples, reason="negative_quantity") == 1
         skipped = [line for line in daemon.log().splitlines() if "node skipped" in line]
         assert len(skipped) == 2, skipped  # once per node and state, not once per round
         (bad_line,) = [line for line in skipped if f"node={bad}" in line]

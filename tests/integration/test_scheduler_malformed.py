@@ -41,8 +41,9 @@ BAD_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution
 
 
 def metric_value(text: str, sample: str) -> float:
-    match = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
-    return float(match.group(1)) if match else 0.0
+    """The sum of every series of ``sample`` (name and leading labels), whatever its further labels."""
+    head = re.escape(sample.rstrip("}"))
+    return sum(float(v) for v in re.findall(rf"^{head}[,}}].* (\S+)$", text, re.MULTILINE))
 
 
 def test_malformed_objects_are_logged_once_counted_and_skipped(
@@ -87,9 +88,10 @@ def test_malformed_objects_are_logged_once_counted_and_skipped(
             assert "matchExpressions[0].values[0]: 'abc' is not an integer" in log  # the log names what is wrong
 
             metrics = scheduler.metrics()
-            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="Pod"}') == 2
-            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="NodeMetric"}') == 1
-            assert metric_value(metrics, 'loadline_scheduler_malformed_objects_total{kind="PodGroup"}') == 1
+            assert metric_value(metrics, 'loadline_malformed_objects_total{kind="Pod"}') == 2
+            assert metric_value(metrics, 'loadline_malformed_objects_total{kind="NodeMetric"}') == 1
+            assert metric_value(metrics, 'loadline_malformed_objects_total{kind="NodeMetric",reason="negative_quantity"}') == 1
+            assert metric_value(metrics, 'loadline_malformed_objects_total{kind="PodGroup"}') == 1
 
             # A new version of a malformed object is reported again; the same version never twice.
             api.merge_patch(f"/api/v1/namespaces/{namespace}/pods/bad-affinity", {"metadata": {"labels": {"v": "2"}}})

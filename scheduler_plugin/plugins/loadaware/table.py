@@ -24,10 +24,10 @@ from numpy.typing import NDArray
 
 from common.api import constants as c
 from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
+from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.pod import PriorityClass, scalar
 from common.api.quantity import MAX_CONSUMER_UNITS, Quantity, QuantityError
 from common.api.wire import GoDuration
-from scheduler_plugin.framework.nodeload import NodeLoad
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import NodeInfo, PodRecord, Snapshot
 from scheduler_plugin.plugins.loadaware.args import LoadAwareSchedulingArgs
@@ -130,7 +130,7 @@ class _PodShare:
 @dataclass(slots=True, eq=False)
 class _Row:
     node_raw: object = None  # identity of the Node JSON the static part was computed from
-    load: NodeLoad | None = None
+    load: NodeMetricDigest | None = None
     prod: bool = False  # prod usage is needed on this node (prod thresholds or prod scoring)
     thresholds: NodeThresholds | None = None
     pods: dict[str, _PodShare] = field(default_factory=dict)
@@ -222,11 +222,12 @@ class LoadTable:
             return assigned_at + after_scheduled
         return None
 
-    def _share(self, record: PodRecord, load: NodeLoad, prod: bool) -> _PodShare:
+    def _share(self, record: PodRecord, load: NodeMetricDigest, prod: bool) -> _PodShare:
         pod = record.pod
         estimate = self.estimate(pod)
-        measured = load.pod_usages.get(pod.key)
-        usage = self.vector(measured[0]) if measured is not None else None
+        entry = load.pod_usages.get(pod.key)
+        measured = entry if entry is not None and entry.usage else None  # an empty podUsage is no measurement
+        usage = self.vector(measured.usage) if measured is not None else None
         deadline = self._deadline(pod, record.assigned_at)
         reflected = not not_yet_reflected(
             measured is not None, record.assigned_at, load.update_time, load.report_interval, deadline
@@ -235,7 +236,7 @@ class LoadTable:
         prod_usage = prod_delta = None
         if prod and pod.koord_priority_class is PriorityClass.PROD:
             # Prod usage counts only pods koordlet also reported as prod.
-            prod_measured = usage if measured is not None and measured[1] == PriorityClass.PROD.value else None
+            prod_measured = usage if measured is not None and measured.priority == PriorityClass.PROD.value else None
             prod_usage = prod_measured if prod_measured is not None else np.zeros_like(estimate)
             prod_reflected = not not_yet_reflected(
                 prod_measured is not None, record.assigned_at, load.update_time, load.report_interval, deadline
@@ -341,7 +342,7 @@ class LoadTable:
         for arr in (self.base_usage, self.base_agg_filter, self.base_agg_score, self.base_prod):
             arr[:, i] = 0
 
-    def _reset_load(self, row: _Row, load: NodeLoad, prod: bool) -> None:
+    def _reset_load(self, row: _Row, load: NodeMetricDigest, prod: bool) -> None:
         """The NodeMetric (or how it is read) changed: recompute its vectors and every pod's share."""
         assert row.thresholds is not None
         row.load, row.prod, row.pods = load, prod, {}
@@ -360,7 +361,7 @@ class LoadTable:
         include_system = self.args.prod_usage_include_sys and load.system_usage
         row.system = self.vector(load.system_usage) if include_system and load.system_usage else None
 
-    def _update_pods(self, row: _Row, node: NodeInfo, load: NodeLoad) -> None:
+    def _update_pods(self, row: _Row, node: NodeInfo, load: NodeMetricDigest) -> None:
         assert row.estimated is not None and row.delta is not None
         assert row.prod_usage is not None and row.prod_delta is not None
         current = node.pods
@@ -383,7 +384,7 @@ class LoadTable:
                 row.prod_usage += share.prod_usage
                 row.prod_delta += share.prod_delta
 
-    def _write(self, i: int, row: _Row, load: NodeLoad) -> None:
+    def _write(self, i: int, row: _Row, load: NodeMetricDigest) -> None:
         assert row.estimated is not None and row.delta is not None
         assert row.prod_usage is not None and row.prod_delta is not None
         self.has_metric[i] = True

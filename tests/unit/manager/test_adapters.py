@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.malformed import MalformedObjectError
 from manager.adapters import (
-    InputError,
     node_batch_resources,
     node_capacity,
     node_metric_snapshot,
@@ -35,7 +35,7 @@ def test_node_capacity_allocatable_and_reservation_annotation() -> None:
 
 
 def test_malformed_node_quantity_is_an_input_error_naming_the_field() -> None:
-    with pytest.raises(InputError, match=r"node n1 status.capacity"):
+    with pytest.raises(MalformedObjectError, match=r"node n1 status.capacity"):
         node_capacity(node(capacity={"cpu": "lots"}))
 
 
@@ -109,5 +109,5 @@ def test_nodemetric_snapshot_reads_system_pods_and_host_apps() -> None:
 def test_nodemetric_without_status_is_none_and_a_negative_usage_is_an_input_error() -> None:
     assert node_metric_snapshot({"metadata": {"name": "n1"}, "spec": {}}) is None
     bad = {"metadata": {"name": "n1"}, "status": {"nodeMetric": {"systemUsage": {"resources": {"cpu": "-1"}}}}}
-    with pytest.raises(InputError, match="NodeMetric n1"):
+    with pytest.raises(MalformedObjectError, match="NodeMetric n1"):
         node_metric_snapshot(bad)

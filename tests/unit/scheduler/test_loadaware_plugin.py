@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.interfaces import FilterResult
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
@@ -235,10 +235,10 @@ def test_usage_beyond_the_range_rule_leaves_the_node_as_one_without_a_node_metri
     for cpu, memory in (("1e16", "1Gi"), ("100m", "8Ei"), ("9223372036854775807m", "1Gi")):
         plugin, snap, _ = setup([node("n1"), node("bare")], [node_metric("n1", cpu="100m", memory="1Gi")])
         assert scores(plugin, snap, pod("p"))["n1"] > 0
-        with pytest.raises(InvalidObjectError, match="out of range"):
+        with pytest.raises(MalformedObjectError, match="out of range"):
             snap.upsert_node_metric(node_metric("n1", cpu=cpu, memory=memory))
         # the valid version before it is not used either: the node is now one without a NodeMetric
         assert verdicts(plugin, snap, pod("p")) == {"n1": "ok", "bare": "ok"}
         assert scores(plugin, snap, pod("p")) == {"n1": 0, "bare": 0}
-        with pytest.raises(InvalidObjectError, match="out of range"):
+        with pytest.raises(MalformedObjectError, match="out of range"):
             Snapshot.from_objects(nodes=[node("n1")], node_metrics=[node_metric("n1", cpu=cpu, memory=memory)])

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from scheduler_plugin.framework.k8s_types import InvalidObjectError
-from scheduler_plugin.framework.nodeload import NodeLoad
+from common.api.malformed import MalformedObjectError
+from common.api.nodemetric_digest import PodUsage, digest_node_metric
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, Snapshot
 from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
@@ -111,14 +111,14 @@ def test_node_metric_digest() -> None:
         ],
         pods=[pod_metric("web", cpu="120m", memory="100Mi", priority="koord-prod")],
     )
-    load = NodeLoad.from_dict(metric)
+    load = digest_node_metric(metric)
     assert load.update_time == T0 and load.report_interval == 30
     assert load.node_usage == {"cpu": 1500, "memory": 2 * GI}
     assert load.aggregated_usage("p95", 300) == {"cpu": 2000}
     assert load.aggregated_usage("p95", 600) is None  # cold window
     assert load.aggregated_usage("p95", None) == {"cpu": 3000}  # longest window with data
     assert load.aggregated_usage("avg", None) == {"cpu": 1500, "memory": 2 * GI}  # no avg anywhere: nodeUsage
-    assert load.pod_usages["default/web"] == ({"cpu": 120, "memory": 100 * 1024**2}, "koord-prod")
+    assert load.pod_usages["default/web"] == PodUsage("default", "web", {"cpu": 120, "memory": 100 * 1024**2}, "koord-prod")
     snap = Snapshot.from_objects(node_metrics=[metric])  # a NodeMetric may come before its node
     info = snap.upsert_node(node("a"))
     assert info.load is not None and info.load.node_usage == {"cpu": 1500, "memory": 2 * GI}
@@ -139,21 +139,21 @@ def test_node_metric_digest() -> None:
     ({"metadata": {"name": "p", "labels": {"a": 1}}}, "metadata.labels.a"),
 ])
 def test_malformed_pods_name_the_field(obj: dict[str, object], field: str) -> None:
-    with pytest.raises(InvalidObjectError, match=re.escape(field)):
+    with pytest.raises(MalformedObjectError, match=re.escape(field)):
         PodInfo.from_dict(obj)
 
 
 def test_malformed_nodes_and_metrics_name_the_field_and_leave_the_snapshot_intact() -> None:
     snap = Snapshot.from_objects(nodes=[node("a")])
     bad = node("a", cpu="four")
-    with pytest.raises(InvalidObjectError, match=r"status\.allocatable\.cpu"):
+    with pytest.raises(MalformedObjectError, match=r"status\.allocatable\.cpu"):
         snap.upsert_node(bad)
     assert snap.allocatable[CPU, 0] == 4000
     tainted = node("b", taints=[{"key": "k", "effect": "Sometimes"}])
-    with pytest.raises(InvalidObjectError, match=r"spec.taints\[0\].effect"):
+    with pytest.raises(MalformedObjectError, match=r"spec.taints\[0\].effect"):
         snap.upsert_node(tainted)
     assert snap.node_by_name("b") is None
     metric = node_metric("a", cpu="1")
     metric["status"]["updateTime"] = "yesterday"
-    with pytest.raises(InvalidObjectError, match=r"NodeMetric status\.updateTime"):
+    with pytest.raises(MalformedObjectError, match=r"NodeMetric a status\.updateTime"):
         snap.upsert_node_metric(metric)

@@ -1,8 +1,9 @@
-"""Objects in the cluster the scheduler cannot read: logged once per object version, counted, skipped.
+"""Objects in the cluster a component cannot read: logged once per object version, counted, skipped.
 
 A NodeMetric written by a buggy agent, a PodGroup with a negative minResources or a pod
-whose affinity does not parse must not stop scheduling for everyone else, nor flood
-the log on every watch event or re-list of the same version.
+whose affinity does not parse must not stop the scheduler, the descheduler or the manager
+for everyone else, nor flood the log on every watch event or re-list of the same version.
+Every component counts them the same way: `loadline_malformed_objects_total{kind,reason}`.
 """
 
 from __future__ import annotations
@@ -11,27 +12,39 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client import Counter
+
+from common.api.malformed import MalformedObjectError, MalformedReason
 from common.logging import ctx
-from scheduler_plugin.server.metrics import MALFORMED_OBJECTS
 
-log = logging.getLogger("loadline.scheduler.objects")
+MALFORMED_OBJECTS = Counter(
+    "loadline_malformed_objects_total",
+    "Object versions in the cluster that could not be read and were skipped, by kind and reason",
+    ["kind", "reason"],
+)
+
+log = logging.getLogger("loadline.objects")
 
 
-def _version(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata")
+def _version(obj: Mapping[str, Any] | None) -> str:
+    meta = obj.get("metadata") if obj is not None else None
     return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+def reason_of(error: Exception) -> MalformedReason:
+    return error.reason if isinstance(error, MalformedObjectError) else MalformedReason.INVALID_VALUE
 
 
 class MalformedObjects:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion last reported
 
-    def report(self, kind: str, key: str, obj: Mapping[str, Any], error: Exception) -> None:
+    def report(self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception) -> None:
         version = _version(obj)
         if self._seen.get((kind, key)) == version:
             return  # this version was logged and counted already (a re-list delivers it again)
         self._seen[(kind, key)] = version
-        MALFORMED_OBJECTS.labels(kind).inc()
+        MALFORMED_OBJECTS.labels(kind, reason_of(error).value).inc()
         log.warning(
             "skipping malformed %s %s: %s", kind, key, error, extra=ctx(kind=kind, object=key, resourceVersion=version)
         )
