@@ -5,14 +5,18 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 INSTALL_STAMP := $(VENV)/.loadline-installed
 PYTEST_ARGS ?=
+IMAGE ?=
+PUSH ?=
 
-.PHONY: help demo test lint unit integration components cluster cluster-down crds bench clean
+.PHONY: help demo test lint unit integration components image cluster cluster-down crds bench clean
 
 help:
 	@echo "make demo          local cluster (etcd, kube-apiserver, kwok fake nodes) with Loadline on it"
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
 	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
+	@echo "make image         build Loadline's image from the Dockerfile (buildah, offline) into an OCI archive;"
+	@echo "                   IMAGE=registry.example.com/loadline:0.2.0 names it, PUSH=1 pushes it there"
 	@echo "make crds          regenerate deploy/crds from common/api/crdgen/"
 
 $(INSTALL_STAMP): pyproject.toml
@@ -29,6 +33,10 @@ components: $(INSTALL_STAMP)
 	@echo "==> [setup] promtool (from Debian's prometheus package, for checking /metrics)"
 	@$(PY) -m tests.harness.promtool >/dev/null
 
+image: $(INSTALL_STAMP)
+	@echo "==> [setup] Loadline image from the Dockerfile (buildah; rebuilt only when the package changes)"
+	@$(PY) -m tests.harness.image $(if $(IMAGE),--name $(IMAGE)) $(if $(PUSH),--push)
+
 lint: $(INSTALL_STAMP)
 	@echo "==> [lint] ruff"
 	@$(PY) -m ruff check .
@@ -37,7 +45,7 @@ lint: $(INSTALL_STAMP)
 	@echo "==> [lint] deploy/crds matches its generator"
 	@$(PY) -m common.api.crdgen --check
 
-test: lint components
+test: lint components image
 	@echo "==> [test] pytest: unit tests and integration tests on a real kube-apiserver"
 	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "error: pytest ran no tests"; exit 1; fi; exit $$rc
@@ -45,7 +53,7 @@ test: lint components
 unit: $(INSTALL_STAMP)
 	@$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-integration: components
+integration: components image
 	@$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 cluster: components
