@@ -138,7 +138,8 @@ def run_once(nodes: int, pods: int, init_pods: int, seed: int, percentage: str) 
     measured = [PodInfo.from_dict(make_pod(f"pod-{i}", rng)) for i in range(pods)]
     clock = FakeClock(START)
     binder = InMemoryBinder()
-    frameworks = frameworks_from_config(config(percentage), snapshot=snapshot, clock=clock, binder=binder)
+    frameworks = frameworks_from_config(config(percentage), snapshot=snapshot, clock=clock, binder=binder,
+                                        tie_break_seed=seed)  # the same placements on every run
     framework = frameworks["loadline-scheduler"]
     sim = InProcessScheduler(framework, binder=binder, cycle_seconds=0.0)
     for info in measured:

@@ -95,8 +95,10 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
                      f"{attempt['outcome']}{stale}")
         if attempt.get("message"):
             lines.append(f"  {attempt['message']}")
+        tied = attempt.get("tiedNodes") or 0
         lines.append(f"  nodes evaluated: {attempt['evaluatedNodes']}, feasible: {attempt['feasibleNodes']}"
-                     + (f", chosen: {attempt['node']}" if attempt.get("node") else ""))
+                     + (f", chosen: {attempt['node']}" if attempt.get("node") else "")
+                     + (f" (one of {tied} tied at the best total, picked at random)" if tied > 1 else ""))
     nodes = doc.get("nodes") or []
     if nodes:
         rows = [("NODE", "VERDICT", "PLUGIN / TOTAL", "DETAIL")]

@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--crd-retry-seconds", type=float, default=60.0,
                         help="how often to look again for a CRD that is not installed (NodeMetric, PodGroup in "
                         "either group); scheduling goes on without it meanwhile (default: %(default)s)")
+    parser.add_argument("--tie-break-seed", type=int,
+                        help="seed of the random choice among nodes with the same best score, as kube-scheduler "
+                        "makes it; set it to make placements reproducible in tests and benchmarks (default: "
+                        "unseeded)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     return parser
@@ -105,6 +109,7 @@ def _options(args: argparse.Namespace, config: KubeSchedulerConfiguration) -> Sc
         crd_retry_seconds=args.crd_retry_seconds,
         client_qps=qps,
         client_burst=burst,
+        tie_break_seed=args.tie_break_seed,
     )
 
 

@@ -12,6 +12,7 @@ Every error names the offending field, e.g. `profiles[0].plugins.filter.enabled[
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -102,8 +103,10 @@ def build_frameworks(
     snapshot: Snapshot | None = None,
     clock: Clock | None = None,
     binder: Binder | None = None,
+    tie_break_seed: int | None = None,
 ) -> dict[str, Framework]:
-    """One Framework per profile, keyed by schedulerName; all share the snapshot and clock."""
+    """One Framework per profile, keyed by schedulerName; all share the snapshot and clock.
+    `tie_break_seed` seeds each profile's choice among equally good nodes (None: unpredictable)."""
     snap = snapshot if snapshot is not None else Snapshot()
     frameworks: dict[str, Framework] = {}
     queue_sorts: dict[str, tuple[str, int]] = {}
@@ -119,6 +122,7 @@ def build_frameworks(
             snapshot=snap,
             clock=clock,
             binder=binder,
+            rng=random.Random(tie_break_seed),
             percentage_of_nodes_to_score=(
                 profile.percentage_of_nodes_to_score
                 if profile.percentage_of_nodes_to_score is not None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -119,14 +120,17 @@ class Framework:
         clock: Clock | None = None,
         binder: Binder | None = None,
         percentage_of_nodes_to_score: int | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self._profile_name = profile_name
         self._snapshot = snapshot if snapshot is not None else Snapshot()
         self._clock: Clock = clock if clock is not None else RealClock()
         self._binder = binder
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
-        # `schedule_one`'s state that outlives a cycle: where the next feasible-node search starts.
+        # `schedule_one`'s state that outlives a cycle: where the next feasible-node search starts,
+        # and the random source that picks among equally good nodes (seeded for tests and benchmarks).
         self.next_start_node_index = 0
+        self.rng = rng if rng is not None else random.Random()
         self._waiting = WaitingPodsMap()
         self.permit_listeners: list[PermitListener] = []
         self.observer: FrameworkObserver | None = None

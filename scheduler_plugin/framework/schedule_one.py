@@ -2,10 +2,11 @@
 `schedule_one.go`), over the extension points the `Framework` runs.
 
 Scheduling cycle (serial): PreFilter → Filter over a rotating sample of the nodes →
-PostFilter when nothing fits → PreScore → Score → the best node (ties go to the
-lexicographically smallest node name, so runs are reproducible) → assume in the snapshot →
-Reserve → Permit. Every failure after the pod was assumed runs Unreserve on all Reserve
-plugins in reverse order and forgets the assumption.
+PostFilter when nothing fits → PreScore → Score → the best node (one picked at random
+among those with the highest total, as kube-scheduler's selectHost; the framework's `rng`
+is seeded for reproducible runs) → assume in the snapshot → Reserve → Permit. Every
+failure after the pod was assumed runs Unreserve on all Reserve plugins in reverse order
+and forgets the assumption.
 
 Binding cycle (a coroutine per pod): wait on Permit → PreBind → Bind → PostBind. A pod
 rejected while waiting in Permit is rolled back at the moment of rejection, so a whole gang
@@ -14,6 +15,7 @@ releases its reservations together.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +59,7 @@ class ScheduleResult:
     state: CycleState | None = None
     waiting: WaitingPod | None = None
     nominated_node_name: str = ""
+    tied_nodes: int = 0  # nodes that shared the best total with the chosen one (itself included)
 
     @property
     def is_assumed(self) -> bool:
@@ -109,15 +112,17 @@ def scheduling_cycle(
     # A single feasible node is taken without scoring, as kube-scheduler does.
     scores: NodeScores | None = None
     if feasible.size == 1:
-        chosen = int(feasible[0])
+        chosen, tied = int(feasible[0]), 1
     else:
         scores, status = framework.run_score(state, pod, snap, feasible)
         if not status.is_success():
             return ScheduleResult(pod, status, state=state)
-        chosen = _select_host(snap, scores)
+        chosen, tied = select_host(scores, framework.rng)
     outcome = _reserve_and_permit(framework, state, pod, snap, snap.node_name(chosen))
     outcome.evaluated_nodes = evaluated
     outcome.feasible_nodes = int(feasible.size)
+    if outcome.node_name is not None:
+        outcome.tied_nodes = tied
     if record:
         outcome.scores = scores
         if outcome.diagnosis is None:
@@ -168,15 +173,21 @@ def _find_feasible(
     return (np.sort(np.concatenate(found)) if found else candidates[:0]), examined, SUCCESS
 
 
-def _select_host(snap: Snapshot, scores: NodeScores) -> int:
-    """The snapshot row of the best-scored node. Without any Score plugin every node scores 1."""
+def select_host(scores: NodeScores, rng: random.Random) -> tuple[int, int]:
+    """The snapshot row of the best-scored node, and how many nodes had that best total.
+
+    kube-scheduler's selectHost: among the nodes with the highest total one is taken at
+    random, each with the same chance (its reservoir sampling over the score list; here one
+    uniform draw over the ties, which is the same distribution). Identical pods on identical
+    nodes therefore spread instead of piling onto the alphabetically first node. Without any
+    Score plugin every node scores 1, so all tie."""
     totals = scores.totals
     assert totals is not None
     if not scores.weights:
         totals[:] = 1
     ties = np.flatnonzero(totals == totals.max())
-    pick = ties[0] if ties.size == 1 else ties[np.argmin(snap.name_rank()[scores.rows[ties]])]
-    return int(scores.rows[pick])
+    pick = ties[0] if ties.size == 1 else ties[rng.randrange(ties.size)]
+    return int(scores.rows[pick]), int(ties.size)
 
 
 def _unschedulable(

@@ -149,7 +149,6 @@ class Snapshot:
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_pos: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, LabelColumn] = {}
-        self._name_rank: IntArray | None = None
         self._node_indices: IndexArray | None = None
         # pods
         self.pods: dict[str, PodInfo] = {}  # every known pod, pending or not
@@ -239,16 +238,6 @@ class Snapshot:
     def node_name(self, index: int) -> str:
         return self.node(int(index)).name
 
-    def name_rank(self) -> IntArray:
-        """Position of each row's node name in sorted order (deterministic tie-break)."""
-        if self._name_rank is None:
-            rank = np.full(self._slots, np.iinfo(np.int64).max, np.int64)
-            names = sorted(self._node_by_name)
-            for position, name in enumerate(names):
-                rank[self._node_by_name[name].index] = position
-            self._name_rank = rank
-        return self._name_rank
-
     # ------------------------------------------------------------------ resources
     def resource_column(self, name: str) -> int:
         """Column of a resource, adding one (zeros everywhere) if it is new."""
@@ -306,7 +295,6 @@ class Snapshot:
             info = NodeInfo(self._allocate_row(), name)
             self._node_by_name[name] = info
             self._nodes[info.index] = info
-            self._name_rank = None
             self._node_indices = None
         i = info.index
         labels_changed = is_new or labels != info.labels
@@ -350,7 +338,6 @@ class Snapshot:
         for column in self._label_columns.values():
             _set_label_cell(column, i, None)
         self._free_rows.append(i)
-        self._name_rank = None
         self._node_indices = None
         self._touch(i)
 

@@ -77,6 +77,7 @@ def frameworks_from_config(
     clock: Clock | None = None,
     binder: Binder | None = None,
     registry: Registry = IN_TREE_REGISTRY,
+    tie_break_seed: int | None = None,
 ) -> dict[str, Framework]:
     """Frameworks for every profile of a KubeSchedulerConfiguration (None: one default profile)."""
     if source is None:
@@ -85,4 +86,5 @@ def frameworks_from_config(
         config = source
     else:
         config = load_scheduler_config(source)
-    return build_frameworks(config, registry, DEFAULT_PLUGINS, snapshot=snapshot, clock=clock, binder=binder)
+    return build_frameworks(config, registry, DEFAULT_PLUGINS, snapshot=snapshot, clock=clock, binder=binder,
+                            tie_break_seed=tie_break_seed)

@@ -108,6 +108,7 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         "node": result.node_name,
         "evaluatedNodes": result.evaluated_nodes,
         "feasibleNodes": result.feasible_nodes,
+        "tiedNodes": result.tied_nodes,
         "stale": attempt.uid != doc["uid"],
     }
     nodes = []

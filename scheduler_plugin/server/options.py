@@ -46,6 +46,7 @@ class SchedulerOptions:
     crd_retry_seconds: float = 60.0
     client_qps: float = DEFAULT_CLIENT_QPS
     client_burst: int = DEFAULT_CLIENT_BURST
+    tie_break_seed: int | None = None  # seeds the choice among equally good nodes (tests, benchmarks)
 
 
 def _duration(section: Mapping[str, Any], field: str, default: float) -> float:

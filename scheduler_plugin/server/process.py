@@ -49,7 +49,8 @@ class SchedulerProcess:
         self.health = ApiHealth()
         self.reporter = Reporter(http, self.identity, health=self.health)
         self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
-        self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder)
+        self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder,
+                                                 tie_break_seed=options.tie_break_seed)
         self.scheduler = Scheduler(
             self.frameworks,
             self.snapshot,

@@ -79,16 +79,19 @@ def test_by_requests_alone_the_replacements_go_back_to_the_hot_node() -> None:
 
 def test_loadaware_rejects_the_hot_node_and_the_assign_cache_spreads_the_replacements() -> None:
     placed, verdicts = place(WITH_LOADAWARE, [replacement("web-a2", "300m"), replacement("web-d2", "1500m")])
-    assert placed == {"web-a2": "idle-0", "web-d2": "idle-1"}
+    first = placed["web-a2"]
+    other = "idle-1" if first == "idle-0" else "idle-0"
+    assert first in ("idle-0", "idle-1") and placed["web-d2"] == other
     exceeded = "rejected: node(s) cpu usage exceed threshold"
     # hot: 8600 + 255 = 8855 → 89 % > 55; 8600 + 1275 → 99 % > 55.
-    assert verdicts["web-a2"] == {"hot": exceeded, "idle-0": "feasible", "idle-1": "feasible"}  # tie → idle-0
-    # idle-0: its NodeMetric (41 %) predates web-a2; the assign cache adds web-a2's 255m:
-    # 4100 + 255 + 1275 = 5630 → 56 % > 55. idle-1: 4100 + 1275 = 5375 → 54 % ≤ 55.
-    assert verdicts["web-d2"] == {"hot": exceeded, "idle-0": exceeded, "idle-1": "feasible"}
+    assert verdicts["web-a2"] == {"hot": exceeded, "idle-0": "feasible", "idle-1": "feasible"}  # a tie: either
+    # `first`: its NodeMetric (41 %) predates web-a2; the assign cache adds web-a2's 255m:
+    # 4100 + 255 + 1275 = 5630 → 56 % > 55. The other: 4100 + 1275 = 5375 → 54 % ≤ 55.
+    assert verdicts["web-d2"] == {"hot": exceeded, first: exceeded, other: "feasible"}
 
 
 def test_without_the_earlier_placement_idle_0_would_have_taken_web_d2() -> None:
     """The rejection of idle-0 above comes from the assign cache alone: on its own, web-d2 fits there."""
     placed, verdicts = place(WITH_LOADAWARE, [replacement("web-d2", "1500m")])
-    assert verdicts["web-d2"]["idle-0"] == "feasible" and placed == {"web-d2": "idle-0"}
+    assert verdicts["web-d2"]["idle-0"] == verdicts["web-d2"]["idle-1"] == "feasible"
+    assert placed["web-d2"] in ("idle-0", "idle-1")

@@ -260,7 +260,8 @@ def test_default_profile_prefers_least_allocated_and_counts_assumed_pods() -> No
     fw: Framework
     fw, clock, _ = default_framework(snap, clock=FakeClock())
     placed = [scheduling_cycle(fw, PodInfo.from_dict(pod(f"p{i}", cpu="1", memory="1Gi"))).node_name for i in range(6)]
-    assert placed == ["a", "b", "c", "a", "b", "c"]
+    # Each node gets one pod before any gets a second (which of the tied nodes comes first is random).
+    assert sorted(placed[:3]) == sorted(placed[3:]) == ["a", "b", "c"]
     assert clock.now() > 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -255,11 +256,25 @@ def test_scores_are_normalised_weighted_and_summed() -> None:
     assert result.node_name == "n1"
 
 
-def test_ties_go_to_the_smallest_node_name_regardless_of_row_order() -> None:
-    snap = Snapshot.from_objects(nodes=[node("zeta"), node("alpha"), node("mid")])
-    fw = Framework("t", snapshot=snap, clock=FakeClock(), binder=InMemoryBinder())
-    fw.set_plugins({"score": [Recorder("A", [], score=lambda s, rows: np.full(rows.size, 7, np.int64))]}, {})
-    assert scheduling_cycle(fw, PodInfo.from_dict(pod("p"))).node_name == "alpha"
+def test_ties_are_broken_at_random_among_the_best_nodes_and_a_seed_repeats_the_choices() -> None:
+    def choices(seed: int) -> list[str]:
+        snap = Snapshot.from_objects(nodes=[node("zeta"), node("alpha"), node("mid"), node("low")])
+        fw = Framework("t", snapshot=snap, clock=FakeClock(), binder=InMemoryBinder(), rng=random.Random(seed))
+        low = snap.node_by_name("low")
+        assert low is not None
+        fw.set_plugins({"score": [Recorder("A", [], score=lambda s, rows: np.where(rows == low.index, 6, 7))]}, {})
+        out = []
+        for i in range(60):
+            result = scheduling_cycle(fw, PodInfo.from_dict(pod(f"p{i}")))
+            assert result.tied_nodes == 3
+            out.append(result.node_name or "")
+        return out
+
+    first = choices(1)
+    assert set(first) == {"zeta", "alpha", "mid"}  # every best node is picked sometimes, "low" never
+    assert all(first.count(name) >= 10 for name in ("zeta", "alpha", "mid"))
+    assert choices(1) == first
+    assert choices(2) != first
 
 
 def test_out_of_range_score_is_an_error_and_nothing_is_assumed() -> None:

@@ -214,7 +214,9 @@ def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
     fw, _, _ = default_framework(snap, only_loadaware_scores, clock=FakeClock(NOW))
     placed = [scheduling_cycle(fw, PodInfo.from_dict(pod(f"p{i}"))).node_name for i in range(8)]
     # The cold node scores best first, then the estimates of the pods just placed bring it level with the others.
-    assert placed == ["n0", "n1", "n2", "n3", "n0", "n1", "n2", "n3"]
+    assert placed[0] == "n0"
+    assert sorted(placed[1:4]) == ["n1", "n2", "n3"]
+    assert sorted(placed[4:]) == ["n0", "n1", "n2", "n3"]
     last = scheduling_cycle(fw, PodInfo.from_dict(pod("p8")))
     assert last.status.message == "0/4 nodes are available: 4 node(s) cpu usage exceed threshold."
     assert np.all(snap.requested[CPU] == 2000)

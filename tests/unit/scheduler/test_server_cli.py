@@ -96,6 +96,9 @@ def test_explain_renders_rejections_scores_and_the_gang() -> None:
     ], "gang": None}  # fmt: skip
     text = explain.render(scored)
     assert "chosen" in text and "total 250" in text and "TaintToleration 100×3" in text
+    assert "tied" not in text
+    tied = {**scored, "attempt": {**DOC["attempt"], "node": "a", "feasibleNodes": 3, "tiedNodes": 3}}  # type: ignore[dict-item]
+    assert "chosen: a (one of 3 tied at the best total, picked at random)" in explain.render(tied)
     assert len(explain.render(DOC, max_nodes=1).splitlines()) < len(explain.render(DOC).splitlines())
 
 
@@ -107,3 +110,14 @@ def test_explain_cli_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert explain.main(["a/b/c"]) == 2
     assert explain.main(["ns/p", "--server", "http://127.0.0.1:9", "--timeout", "2"]) == 1
     assert "cannot reach the scheduler" in capsys.readouterr().err
+
+
+def test_tie_break_seed_flag_reaches_the_options_and_seeds_every_profile() -> None:
+    from scheduler_plugin.main import _options, _parser
+    from scheduler_plugin.plugins.registry import frameworks_from_config
+
+    config = KubeSchedulerConfiguration.model_validate(CONFIG)
+    assert _options(_parser().parse_args(["--tie-break-seed", "7"]), config).tie_break_seed == 7
+    assert _options(_parser().parse_args([]), config).tie_break_seed is None
+    draws = [[f.rng.random() for f in frameworks_from_config(config, tie_break_seed=7).values()] for _ in range(2)]
+    assert draws[0] == draws[1]
