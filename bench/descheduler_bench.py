@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common.api.scheduling import Taint
 from scheduler_plugin.descheduler import (
     DetectorStore,
     NodeMetricSnapshot,
@@ -28,7 +29,6 @@ from scheduler_plugin.descheduler import (
     OwnerRef,
     PodSnapshot,
     RoundPlan,
-    Taint,
     parse_args,
     plan_round,
 )

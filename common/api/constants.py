@@ -48,6 +48,8 @@ LABEL_MID_STATIC_MEMORY_RESERVED_RATIO: Final = "node.koordinator.sh/mid-static-
 # --- pod annotations ------------------------------------------------------------
 ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 ANNOTATION_EVICTION_COST: Final = "scheduling.koordinator.sh/eviction-cost"
+ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
+ANNOTATION_DESCHEDULER_EVICT: Final = "descheduler.alpha.kubernetes.io/evict"
 
 # --- gangs (seeds 000/001, scheduler-plugins, Koordinator apis/extension/coscheduling.go)
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins PodGroup CRD membership

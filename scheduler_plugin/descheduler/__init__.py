@@ -11,16 +11,12 @@ from scheduler_plugin.descheduler.args import ArgsError, LowNodeLoadArgs, parse_
 from scheduler_plugin.descheduler.balance import plan_round
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     NodeSnapshot,
     OwnerRef,
     PlannedEviction,
     PodSnapshot,
     PoolSummary,
     RoundPlan,
-    Taint,
-    Toleration,
 )
 from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON, descheduled_event_message
 
@@ -33,16 +29,12 @@ __all__ = [
     "DetectorStore",
     "LowNodeLoadArgs",
     "NodeMetricSnapshot",
-    "NodeSelectorRequirement",
-    "NodeSelectorTerm",
     "NodeSnapshot",
     "OwnerRef",
     "PlannedEviction",
     "PodSnapshot",
     "PoolSummary",
     "RoundPlan",
-    "Taint",
-    "Toleration",
     "descheduled_event_message",
     "parse_args",
     "plan_round",

@@ -21,17 +21,14 @@ from common.api.malformed import MalformedObjectError
 from common.api.nodemetric_digest import digest_node_metric
 from common.api.pod import kube_qos_class, pod_requests
 from common.api.quantity import Quantity, QuantityError, consumer_units
+from common.api.scheduling import parse_node_affinity, parse_taints, parse_tolerations
 from common.api.wire import InvalidTimeError, parse_rfc3339
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
-    NodeSelectorRequirement,
-    NodeSelectorTerm,
     NodeSnapshot,
     OwnerRef,
     PodSnapshot,
     ResourceValues,
-    Taint,
-    Toleration,
 )
 
 JSON = Mapping[str, Any]
@@ -99,11 +96,7 @@ def node_snapshot(obj: JSON) -> NodeSnapshot:
     allocatable: dict[str, float | None] = {
         str(name): scalar_value(str(name), raw) for name, raw in _map(status.get("allocatable")).items()
     }
-    taints = tuple(
-        Taint(key=str(t.get("key", "")), value=str(t.get("value", "") or ""), effect=str(t.get("effect", "")))
-        for t in _list(spec.get("taints"))
-        if _is_map(t)
-    )
+    taints = parse_taints(spec.get("taints"))
     return NodeSnapshot(
         name=str(meta.get("name", "")),
         allocatable=allocatable,
@@ -139,45 +132,6 @@ def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
         if _is_map(ref) and ref.get("controller") is True:
             return OwnerRef(kind=str(ref.get("kind", "")), name=str(ref.get("name", "")), uid=str(ref.get("uid", "")))
     return None
-
-
-def _requirements(items: Any) -> tuple[NodeSelectorRequirement, ...]:
-    return tuple(
-        NodeSelectorRequirement(
-            key=str(r.get("key", "")),
-            operator=str(r.get("operator", "")),
-            values=tuple(str(v) for v in _list(r.get("values"))),
-        )
-        for r in _list(items)
-        if _is_map(r)
-    )
-
-
-def required_node_affinity(spec: Mapping[str, Any]) -> tuple[NodeSelectorTerm, ...]:
-    required = _map(
-        _map(_map(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution")
-    )
-    return tuple(
-        NodeSelectorTerm(
-            match_expressions=_requirements(term.get("matchExpressions")),
-            match_fields=_requirements(term.get("matchFields")),
-        )
-        for term in _list(required.get("nodeSelectorTerms"))
-        if _is_map(term)
-    )
-
-
-def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
-            key=str(t.get("key", "") or ""),
-            operator=str(t.get("operator", "") or "Equal"),
-            value=str(t.get("value", "") or ""),
-            effect=str(t.get("effect", "") or ""),
-        )
-        for t in _list(spec.get("tolerations"))
-        if _is_map(t)
-    )
 
 
 def _has_local_storage(spec: Mapping[str, Any]) -> bool:
@@ -267,8 +221,8 @@ def pod_snapshot(obj: JSON, workload_replicas: int | None = None) -> PodSnapshot
         creation_timestamp=parse_time(meta.get("creationTimestamp")),
         requests=requests,
         node_selector=_str_map(spec.get("nodeSelector")),
-        required_node_affinity=required_node_affinity(spec),
-        tolerations=_tolerations(spec),
+        required_node_affinity=parse_node_affinity(spec.get("affinity"))[0],
+        tolerations=parse_tolerations(spec.get("tolerations")),
         has_local_storage=_has_local_storage(spec),
         ready=_ready(status),
         terminating=bool(meta.get("deletionTimestamp")),

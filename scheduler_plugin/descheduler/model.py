@@ -13,51 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from common.api import constants as c
+from common.api.scheduling import SelectorTerm, Taint, Toleration
+
 # Resource quantities as parsed by the I/O layer; None or NaN mark a quantity that did not parse.
 ResourceValues = Mapping[str, float | None]
 
-CPU = "cpu"
-MEMORY = "memory"
-PODS = "pods"
-
-ANNOTATION_MIRROR_POD = "kubernetes.io/config.mirror"
-ANNOTATION_POD_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
-ANNOTATION_EVICTION_COST = "scheduling.koordinator.sh/eviction-cost"
-ANNOTATION_DESCHEDULER_EVICT = "descheduler.alpha.kubernetes.io/evict"
-ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
-LABEL_PRIORITY_CLASS = "koordinator.sh/priority-class"
-LABEL_QOS_CLASS = "koordinator.sh/qosClass"
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str = ""
-    effect: str = "NoSchedule"  # NoSchedule | PreferNoSchedule | NoExecute
-
-
-@dataclass(frozen=True, slots=True)
-class Toleration:
-    key: str = ""
-    operator: str = "Equal"  # Equal | Exists
-    value: str = ""
-    effect: str = ""  # empty matches every effect
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorRequirement:
-    key: str
-    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
-    values: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSelectorTerm:
-    """One term of requiredDuringSchedulingIgnoredDuringExecution; terms are ORed, requirements ANDed."""
-
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
-    match_fields: tuple[NodeSelectorRequirement, ...] = ()  # only metadata.name is defined
-
+CPU = c.RESOURCE_CPU
+MEMORY = c.RESOURCE_MEMORY
+PODS = c.RESOURCE_PODS
 
 @dataclass(frozen=True, slots=True)
 class OwnerRef:
@@ -109,7 +73,7 @@ class PodSnapshot:
     creation_timestamp: float | None = None  # epoch seconds
     requests: ResourceValues = field(default_factory=dict)  # effective pod requests (incl. init containers, overhead)
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    required_node_affinity: tuple[SelectorTerm, ...] | None = None  # None: no required affinity
     tolerations: tuple[Toleration, ...] = ()
     has_local_storage: bool = False  # emptyDir or hostPath volume
     ready: bool = True

@@ -17,8 +17,8 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from common.api.scheduling import first_untolerated, node_matches
 from scheduler_plugin.descheduler.model import CPU, MEMORY, PODS, NodeSnapshot, PodSnapshot
-from scheduler_plugin.descheduler.selectors import node_matches_pod_constraints, tolerates_all_blocking_taints
 from scheduler_plugin.descheduler.thresholds import NodeThresholds
 from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, IntArray, NodeTable
 
@@ -80,7 +80,7 @@ class TargetSet:
         return column
 
     def _compatible(self, pod: PodSnapshot) -> BoolArray:
-        if not pod.node_selector and not pod.required_node_affinity and not pod.tolerations:
+        if not pod.node_selector and pod.required_node_affinity is None and not pod.tolerations:
             signature: Hashable = ()
         else:
             signature = (tuple(sorted(pod.node_selector.items())), pod.required_node_affinity, pod.tolerations)
@@ -88,8 +88,8 @@ class TargetSet:
         if mask is None:
             mask = np.array(
                 [
-                    node_matches_pod_constraints(n.name, n.labels, pod.node_selector, pod.required_node_affinity)
-                    and tolerates_all_blocking_taints(pod.tolerations, n.taints)
+                    node_matches(n.name, n.labels, pod.node_selector, pod.required_node_affinity)
+                    and first_untolerated(n.taints, pod.tolerations) is None
                     for n in self.nodes
                 ],
                 dtype=np.bool_,

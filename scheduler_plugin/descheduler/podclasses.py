@@ -6,13 +6,13 @@ koord-mid < koord-prod < none; BestEffort < Burstable < Guaranteed; BE < LS < LS
 
 from __future__ import annotations
 
-from scheduler_plugin.descheduler.model import (
+from common.api.constants import (
     ANNOTATION_EVICTION_COST,
     ANNOTATION_POD_DELETION_COST,
     LABEL_PRIORITY_CLASS,
     LABEL_QOS_CLASS,
-    PodSnapshot,
 )
+from scheduler_plugin.descheduler.model import PodSnapshot
 
 PRIORITY_PROD = "koord-prod"
 PRIORITY_MID = "koord-mid"

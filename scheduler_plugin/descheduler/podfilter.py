@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from common.api.constants import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_MIRROR_POD
 from scheduler_plugin.descheduler.args import PROTECTED_NAMESPACES, LowNodeLoadArgs
-from scheduler_plugin.descheduler.model import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_MIRROR_POD, PodSnapshot
+from scheduler_plugin.descheduler.model import PodSnapshot
 from scheduler_plugin.descheduler.podclasses import EVICTION_COST_NEVER, SYSTEM_CRITICAL_PRIORITY, eviction_cost
 from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_any_of
 

@@ -15,7 +15,7 @@ from common.api.malformed import MalformedObjectError
 from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
 from common.api.podgroup import GangRef, GangSpecError, gang_of
 from common.api.quantity import QuantityError
-from scheduler_plugin.framework.k8s_types import (
+from common.api.scheduling import (
     PreferredTerm,
     SelectorTerm,
     Toleration,

@@ -32,8 +32,8 @@ from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import scalar
 from common.api.podgroup import PodGroup
 from common.api.quantity import Quantity, QuantityError
+from common.api.scheduling import Taint, parse_taints, string_map
 from scheduler_plugin.framework.disruption import DisruptionBudget
-from scheduler_plugin.framework.k8s_types import Taint, parse_taints, string_map
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 
 FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")

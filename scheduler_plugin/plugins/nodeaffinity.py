@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel
 
+from common.api.scheduling import Requirement, SelectorTerm
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_CHANGES
 from scheduler_plugin.framework.interfaces import (
@@ -20,7 +21,6 @@ from scheduler_plugin.framework.interfaces import (
     PreFilterResult,
     default_normalize_score,
 )
-from scheduler_plugin.framework.k8s_types import Requirement, SelectorTerm
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status

@@ -11,6 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel
 
+from common.api.scheduling import Taint, Toleration, first_untolerated, tolerated
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_CHANGES
 from scheduler_plugin.framework.interfaces import (
@@ -20,7 +21,6 @@ from scheduler_plugin.framework.interfaces import (
     Rejection,
     default_normalize_score,
 )
-from scheduler_plugin.framework.k8s_types import Taint, Toleration, tolerated
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import Code
@@ -28,14 +28,6 @@ from scheduler_plugin.framework.status import Code
 NAME = "TaintToleration"
 # Per taint set of the snapshot: index into the reasons (-1 = tolerated), the reasons, PreferNoSchedule count.
 Verdicts = tuple[NDArray[np.int32], list[str], IntArray]
-
-
-def first_untolerated(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> Taint | None:
-    """The first NoSchedule/NoExecute taint the pod does not tolerate (what kube-scheduler reports)."""
-    for taint in taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not tolerated(taint, tolerations):
-            return taint
-    return None
 
 
 def count_intolerable_prefer(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from common.api.scheduling import Requirement, Taint, Toleration
 from scheduler_plugin.descheduler import DetectorStore, plan_round
 from scheduler_plugin.descheduler.adapters import node_snapshot, parse_node_metric, pod_snapshot
 from scheduler_plugin.descheduler.inputs import InputCache
-from scheduler_plugin.descheduler.model import NodeSelectorRequirement, OwnerRef, Taint, Toleration
+from scheduler_plugin.descheduler.model import OwnerRef
 from tests.unit.descheduler.builders import make_args
 from tests.unit.descheduler.objects import (
     NOW,
@@ -93,7 +94,7 @@ def test_pod_fields_the_round_uses() -> None:
     assert snap.requests == {"cpu": 2000.0, "memory": float(GiB)}  # init container peak, as kube-scheduler
     assert snap.node_selector == {"disk": "ssd"}
     (term,) = snap.required_node_affinity
-    assert term.match_expressions == (NodeSelectorRequirement("zone", "In", ("a", "b")),)
+    assert term.match_expressions == (Requirement("zone", "In", ("a", "b")),)
     assert snap.tolerations == (Toleration("gpu", "Exists", "", "NoSchedule"),)
     assert snap.has_local_storage and snap.ready and not snap.terminating
     assert snap.phase == "Running" and snap.workload_replicas == 6

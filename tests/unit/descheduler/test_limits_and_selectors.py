@@ -4,13 +4,7 @@ import pytest
 
 from scheduler_plugin.descheduler.args import LabelSelector
 from scheduler_plugin.descheduler.limits import max_unavailable
-from scheduler_plugin.descheduler.model import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
-from scheduler_plugin.descheduler.selectors import (
-    compile_any_of,
-    compile_label_selector,
-    node_matches_pod_constraints,
-    tolerates_all_blocking_taints,
-)
+from scheduler_plugin.descheduler.selectors import compile_any_of, compile_label_selector
 
 
 @pytest.mark.parametrize(
@@ -56,33 +50,3 @@ def test_label_selector_matching() -> None:
     )
     assert exists({"x": ""}) and not exists({})
     assert compile_any_of([])({"anything": "goes"})
-
-
-def test_node_affinity_terms_are_ored_and_requirements_anded() -> None:
-    labels = {"zone": "a", "cores": "16"}
-    term_zone_b = NodeSelectorTerm(match_expressions=(NodeSelectorRequirement("zone", "In", ("b",)),))
-    term_big = NodeSelectorTerm(
-        match_expressions=(
-            NodeSelectorRequirement("cores", "Gt", ("8",)),
-            NodeSelectorRequirement("gpu", "DoesNotExist"),
-        )
-    )
-    by_name = NodeSelectorTerm(match_fields=(NodeSelectorRequirement("metadata.name", "In", ("n1",)),))
-    assert node_matches_pod_constraints("n1", labels, {}, (term_zone_b, term_big))
-    assert not node_matches_pod_constraints("n1", labels, {}, (term_zone_b,))
-    assert not node_matches_pod_constraints("n1", labels, {"zone": "b"}, ())
-    assert node_matches_pod_constraints("n1", labels, {}, (by_name,))
-    assert not node_matches_pod_constraints("n2", labels, {}, (by_name,))
-    assert not node_matches_pod_constraints("n1", labels, {}, (NodeSelectorTerm(),))  # empty term: nothing
-    lt_garbage = NodeSelectorTerm(match_expressions=(NodeSelectorRequirement("zone", "Lt", ("3",)),))
-    assert not node_matches_pod_constraints("n1", labels, {}, (lt_garbage,))
-
-
-def test_taints_need_tolerations_except_prefer_no_schedule() -> None:
-    taints = (Taint("dedicated", "gpu", "NoSchedule"), Taint("soft", "", "PreferNoSchedule"))
-    assert not tolerates_all_blocking_taints((), taints)
-    assert tolerates_all_blocking_taints((Toleration("dedicated", "Equal", "gpu"),), taints)
-    assert not tolerates_all_blocking_taints((Toleration("dedicated", "Equal", "cpu"),), taints)
-    assert tolerates_all_blocking_taints((Toleration(operator="Exists"),), taints)  # tolerates everything
-    assert not tolerates_all_blocking_taints((Toleration("dedicated", "Exists", effect="NoExecute"),), taints)
-    assert tolerates_all_blocking_taints((), (Taint("soft", "", "PreferNoSchedule"),))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduler_plugin.descheduler import NodeSnapshot, PodSnapshot, Taint, Toleration
-from scheduler_plugin.descheduler.model import NodeSelectorRequirement, NodeSelectorTerm, OwnerRef
+from common.api.scheduling import Requirement, SelectorTerm, Taint, Toleration
+from scheduler_plugin.descheduler import NodeSnapshot, PodSnapshot
+from scheduler_plugin.descheduler.model import OwnerRef
 from scheduler_plugin.descheduler.reason import descheduled_event_message, overutilized_reason
 from tests.unit.descheduler.builders import GiB, make_args, metric, node, rs_pod, run
 
@@ -143,7 +144,7 @@ def test_requests_taints_and_affinity_decide_the_target() -> None:
             "hot",
             created=4.0,
             required_node_affinity=(
-                NodeSelectorTerm(match_expressions=(NodeSelectorRequirement("zone", "In", ("b",)),)),
+                SelectorTerm(match_expressions=(Requirement("zone", "In", ("b",)),)),
             ),
         ),
         rs_pod(

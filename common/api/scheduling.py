@@ -1,6 +1,8 @@
-"""Immutable, parsed forms of the Kubernetes scheduling fields plugins match on.
+"""The Kubernetes scheduling fields and their matching, as kube-scheduler evaluates them.
 
-Parsed once when an object enters the snapshot, so the hot path never walks JSON.
+Loadline's counterpart of k8s.io/component-helpers/scheduling: taints and tolerations
+(v1.Toleration.ToleratesTaint), node selector requirements and terms, parsed once into
+immutable values and matched by the scheduler's plugins and the descheduler's nodeFit alike.
 A malformed field raises `MalformedObjectError` naming it; the caller logs and skips the object.
 """
 
@@ -46,6 +48,18 @@ def tolerated(taint: Taint, tolerations: Sequence[Toleration]) -> bool:
     return any(t.tolerates(taint) for t in tolerations)
 
 
+# Effects a pod must tolerate to be placed on a node; PreferNoSchedule only affects scoring.
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+def first_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
+    """The first NoSchedule/NoExecute taint not tolerated (v1helper.FindMatchingUntoleratedTaint)."""
+    for taint in taints:
+        if taint.effect in BLOCKING_EFFECTS and not tolerated(taint, tolerations):
+            return taint
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Requirement:
     """One node selector requirement; Gt/Lt hold their single integer in `number`."""
@@ -54,6 +68,26 @@ class Requirement:
     operator: str
     values: tuple[str, ...] = ()
     number: int | None = None
+
+    def matches(self, value: str | None) -> bool:
+        """The requirement against a label's value (None: the node has no such label)."""
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if op not in ("Gt", "Lt") or value is None or len(self.values) != 1:
+            return False
+        try:
+            have = int(value)
+            want = self.number if self.number is not None else int(self.values[0])
+        except ValueError:
+            return False  # a label that is no integer matches neither Gt nor Lt
+        return have > want if op == "Gt" else have < want
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +100,27 @@ class SelectorTerm:
     @property
     def is_empty(self) -> bool:
         return not self.match_expressions and not self.match_fields
+
+    def matches(self, node_name: str, labels: Mapping[str, str]) -> bool:
+        """An empty term matches no node; otherwise every requirement must hold."""
+        if self.is_empty:
+            return False
+        return all(req.matches(labels.get(req.key)) for req in self.match_expressions) and all(
+            req.matches(node_name) for req in self.match_fields
+        )
+
+
+def node_matches(
+    node_name: str,
+    labels: Mapping[str, str],
+    node_selector: Mapping[str, str],
+    required_affinity: Sequence[SelectorTerm] | None,
+) -> bool:
+    """spec.nodeSelector AND (any required node affinity term). None: the pod has no required
+    affinity; an empty term list matches no node, as kube-scheduler's nodeaffinity helper has it."""
+    if any(labels.get(key) != value for key, value in node_selector.items()):
+        return False
+    return required_affinity is None or any(term.matches(node_name, labels) for term in required_affinity)
 
 
 @dataclass(frozen=True, slots=True)
