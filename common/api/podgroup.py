@@ -14,9 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error
+from common.api.pod import scalar
 from common.api.quantity import ResourceList
 from common.api.wire import GoDuration, KubeModel, ObjectMeta, Time
 
@@ -67,6 +69,46 @@ class PodGroup(KubeModel):
                 f"apiVersion {value!r} is not a PodGroup version; expected one of {', '.join(API_VERSIONS)}"
             )
         return value
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupDigest:
+    """What the scheduler reads of a PodGroup of either API group, digested once at the edge
+    (quantities in Koordinator's vector unit: cpu in milli-cores, the rest by value)."""
+
+    namespace: str
+    name: str
+    min_member: int
+    min_resources: dict[str, int]
+    schedule_timeout_seconds: int | None
+    creation_timestamp: float  # epoch seconds; 0 when unset
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def digest_pod_group(obj: Mapping[str, Any]) -> PodGroupDigest:
+    """Validate a PodGroup as the CRD does; raises MalformedObjectError naming the field."""
+    try:
+        group = PodGroup.model_validate(obj)
+    except ValidationError as exc:
+        meta_raw = obj.get("metadata")
+        name = str(meta_raw.get("name") or "") if isinstance(meta_raw, Mapping) else ""
+        raise from_validation_error("PodGroup", name, exc) from None
+    meta = group.metadata
+    if not meta.name:
+        raise MalformedObjectError(
+            "required", kind="PodGroup", field="metadata.name", reason=MalformedReason.MISSING_FIELD
+        )
+    return PodGroupDigest(
+        namespace=meta.namespace or "default",
+        name=meta.name,
+        min_member=group.spec.min_member or 1,
+        min_resources={k: scalar(k, q) for k, q in (group.spec.min_resources or {}).items()},
+        schedule_timeout_seconds=group.spec.schedule_timeout_seconds,
+        creation_timestamp=meta.creation_timestamp.timestamp() if meta.creation_timestamp else 0.0,
+    )
 
 
 class GangSource(enum.StrEnum):

@@ -24,13 +24,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import ValidationError
 
 from common.api import constants as c
-from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error
+from common.api.malformed import MalformedObjectError
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import scalar
-from common.api.podgroup import PodGroup
+from common.api.podgroup import PodGroupDigest, digest_pod_group
 from common.api.quantity import Quantity, QuantityError
 from common.api.scheduling import Taint, parse_taints, string_map
 from scheduler_plugin.framework.disruption import DisruptionBudget
@@ -93,16 +92,6 @@ class PodRecord:
     nonzero: tuple[int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class PodGroupInfo:
-    namespace: str
-    name: str
-    min_member: int
-    min_resources: dict[str, int]
-    schedule_timeout_seconds: int | None
-    creation_timestamp: float
-
-
 @dataclass(slots=True)
 class LabelColumn:
     """One label key across all node rows: integer codes (-1 = label absent) and their vocabulary."""
@@ -156,7 +145,7 @@ class Snapshot:
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
         self._loads: dict[str, NodeMetricDigest] = {}
-        self.pod_groups: dict[str, PodGroupInfo] = {}
+        self.pod_groups: dict[str, PodGroupDigest] = {}
         self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
 
     # ------------------------------------------------------------------ construction
@@ -547,28 +536,11 @@ class Snapshot:
             self._touch(info.index)
 
     # ------------------------------------------------------------------ PodGroups
-    def upsert_pod_group(self, obj: Mapping[str, Any]) -> PodGroupInfo:
-        try:
-            group = PodGroup.model_validate(obj)
-        except ValidationError as exc:
-            meta_raw = obj.get("metadata")
-            name = str(meta_raw.get("name") or "") if isinstance(meta_raw, Mapping) else ""
-            raise from_validation_error("PodGroup", name, exc) from None
-        meta = group.metadata
-        if not meta.name:
-            raise MalformedObjectError(
-                "required", kind="PodGroup", field="metadata.name", reason=MalformedReason.MISSING_FIELD
-            )
-        info = PodGroupInfo(
-            namespace=meta.namespace or "default",
-            name=meta.name,
-            min_member=group.spec.min_member or 1,
-            min_resources={k: scalar(k, q) for k, q in (group.spec.min_resources or {}).items()},
-            schedule_timeout_seconds=group.spec.schedule_timeout_seconds,
-            creation_timestamp=meta.creation_timestamp.timestamp() if meta.creation_timestamp else 0.0,
-        )
-        self.pod_groups[pod_key(info.namespace, info.name)] = info
-        return info
+    def upsert_pod_group(self, obj: Mapping[str, Any]) -> PodGroupDigest:
+        """Raises MalformedObjectError (the last readable version, if any, stays)."""
+        group = digest_pod_group(obj)
+        self.pod_groups[group.key] = group
+        return group
 
     def remove_pod_group(self, namespace: str, name: str) -> None:
         self.pod_groups.pop(pod_key(namespace, name), None)

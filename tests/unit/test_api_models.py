@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from common.api.malformed import MalformedObjectError
 from common.api.nodemetric import NodeMemoryCollectPolicy, NodeMetric
 from common.api.nodeslo import CPUSuppressPolicy, NodeSLO
-from common.api.podgroup import PodGroup, PodGroupPhase
+from common.api.podgroup import PodGroup, PodGroupPhase, digest_pod_group
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 from tests.examples import KOORDINATOR_NODEMETRIC, NODESLO, PODGROUPS
@@ -170,6 +171,18 @@ def test_podgroup_versions_and_validation() -> None:
         PodGroup.from_wire({"spec": {"minMember": 0}})
     with pytest.raises(ValidationError, match="not a PodGroup version"):
         PodGroup.from_wire({"apiVersion": "batch/v1", "spec": {"minMember": 1}})
+
+
+def test_podgroup_digest_reads_both_groups_once() -> None:
+    new, legacy = (digest_pod_group(_load(t)) for t in PODGROUPS)
+    assert new.min_member == 4 and new.min_resources["memory"] == 16 << 30 and new.key.endswith("/" + new.name)
+    assert legacy.min_member >= 1 and legacy.creation_timestamp >= 0
+    bare = digest_pod_group({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "g"}})
+    assert (bare.key, bare.min_member, bare.min_resources, bare.schedule_timeout_seconds) == ("default/g", 1, {}, None)
+    with pytest.raises(MalformedObjectError, match=r"metadata\.name"):
+        digest_pod_group({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "spec": {"minMember": 2}})
+    with pytest.raises(MalformedObjectError, match="minMember"):
+        digest_pod_group({"metadata": {"name": "g"}, "spec": {"minMember": 0}})
 
 
 @given(st.integers(min_value=-(10**15), max_value=10**15))
