@@ -30,14 +30,15 @@ from agent.exporter import AgentTimings, Exporter, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
 from agent.podwatch import CgroupPodDiscovery, LocalPods, PodWatch
-from agent.publisher import NodeMetricCache, NodeMetricPublisher
-from agent.qos.enforcer import QoSEnforcer
-from agent.qos.usage import usage_from_sampler
 from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
 from common.config import ConfigError
 from common.kube.http import KubeConfigError, KubeHTTP
+
+if typing.TYPE_CHECKING:
+    from agent.publisher import NodeMetricCache, NodeMetricPublisher
+    from agent.qos.enforcer import QoSEnforcer
 from common.logging import setup_logging
 
 log = logging.getLogger("loadline.agent")
@@ -97,9 +98,14 @@ class NodeAgent:
         pipeline = self.pipeline = NodePipeline.from_settings(self.node_name, collectors, s, pods.infos)
         self.loop = SamplingLoop(lambda: [pipeline.sampler], s.collect_interval_seconds)
         if s.publish and http is not None:
+            from agent.publisher import NodeMetricCache
+
             self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
             pipeline.attach_publisher(http, self.cache, s)
         if s.qos_enforcement and http is not None:
+            from agent.qos.enforcer import QoSEnforcer
+            from agent.qos.usage import usage_from_sampler
+
             # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
             self.qos = QoSEnforcer(
                 self.node_name,

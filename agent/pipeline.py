@@ -60,6 +60,7 @@ def collector_context(settings: AgentSettings, pods: Callable[[], Any]) -> Colle
         psi=settings.psi,
         interval=settings.collect_interval_seconds,
         container_memory_interval=settings.container_memory_interval_seconds,
+        netlink=settings.netlink,
     )
 
 
@@ -80,7 +81,9 @@ class NodePipeline:
         self.node_name = node_name
         self.collectors = list(collectors)
         self.pods = pods
-        self.sampler = Sampler(self.collectors, interval=interval, windows=(policy.retention_seconds,))
+        self.sampler = Sampler(
+            self.collectors, interval=interval, windows=(policy.retention_seconds,), store_containers=False
+        )
         self.reporter = NodeReporter(
             node_name,
             ring=lambda: self.sampler.ring,

@@ -65,8 +65,13 @@ class Sampler:
         windows: Sequence[float] = DEFAULT_WINDOWS,
         ring: SampleRing | None = None,
         clock: Callable[[], float] = time.monotonic,
+        store_containers: bool = True,
     ) -> None:
         self.collectors = list(collectors)
+        # False: container series are neither rated nor stored. Their raw values of the last cycle still go to
+        # /metrics, and nothing in the agent reads their history (the NodeMetric, the window aggregates and QoS
+        # are node, system and pod level); at 3 containers a pod they are most of the store and of the cycle.
+        self.store_containers = store_containers
         self.interval = interval
         self.retention = max(windows)
         self.ring = ring or SampleRing(self.slots_for(self.retention))
@@ -86,7 +91,9 @@ class Sampler:
         """Rate, derive and sum one collector's block into this cycle's column."""
         plan = self._block_plans.get(name)
         if plan is None or plan.layout is not block.layout:
-            plan = self._block_plans[name] = _BlockPlan.build(block.layout, self.max_gap, self.drops, plan)
+            plan = self._block_plans[name] = _BlockPlan.build(
+                block.layout, self.max_gap, self.drops, plan, containers=self.store_containers
+            )
         keys, values, usage = cycle.keys, cycle.values, cycle.usage
         slots = block.array()
         gauges = slots[plan.gauges]
@@ -296,7 +303,9 @@ class _BlockPlan:
     exported_keys: list[SeriesKey]  # ... under these keys
 
     @classmethod
-    def build(cls, layout: BlockLayout, max_gap: float, drops: RateDrops, previous: _BlockPlan | None) -> _BlockPlan:
+    def build(
+        cls, layout: BlockLayout, max_gap: float, drops: RateDrops, previous: _BlockPlan | None, *, containers: bool
+    ) -> _BlockPlan:
         gauges: list[int] = []
         by_role: dict[int, list[int]] = {}
         node_cpu = None
@@ -310,6 +319,8 @@ class _BlockPlan:
         counter_position: dict[SeriesKey, int] = {}
         declared = layout.rate_keys
         for slot, (key, kind) in enumerate(zip(layout.keys, layout.kinds, strict=True)):
+            if key.container and not containers:
+                continue
             if kind is _GAUGE:
                 gauges.append(slot)
                 if (role := _gauge_role(key)) != _PLAIN:

@@ -1,6 +1,7 @@
 """Node agent core: aggregation time, collect-cycle CPU cost and resident memory.
 
     .venv/bin/python bench/agent_store_bench.py [--pods 10,100,300] [--cycles 40] [--real] [--repeat 7]
+    .venv/bin/python bench/agent_store_bench.py --daemon 100,300 [--warmup 30] [--measure 120]
 
 1. Aggregation: a full report (avg + p50/p90/p95/p99 over 5m/10m/30m) for pods x 3 containers x 6
    metrics of 1 s samples (ring full, 1890 slots), with percentiles for every series, with percentiles only
@@ -12,7 +13,9 @@
    --real adds the same pod shapes as empty cgroups in this machine's v1 hierarchy (kernfs generates
    memory.stat for real; removed afterwards).
 3. RSS of this process after the largest run.
-Targets (issue 3, 1 s interval, 100 pods): <= 1 % of one core, <= 80 MB RSS, full report <= 50 ms.
+4. --daemon: the real `loadline agent --standalone` process with every default over fixture pod trees: CPU
+   share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`.
+Targets (issue 14, default intervals): <= 1 % of one core at 300 pods x 3, <= 60 MB RSS at 100 pods x 3.
 """
 
 from __future__ import annotations
@@ -225,6 +228,70 @@ def bench_rss(pods: int) -> None:
         cg.close()
 
 
+def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float) -> None:
+    """The real `loadline agent --standalone` process over a fixture tree of `pods` x 3 containers (v2, systemd)
+    with this machine's /proc and /sys and every default (collectors, 1 s collect, 15 s aggregation, 5m/10m/30m
+    windows): CPU share over `measure` seconds after `warmup`, scraped every `scrape_every` seconds as Prometheus
+    would, and RSS at the end (VmRSS and VmHWM). The ring's rows are allocated (NaN-filled) as series appear,
+    so its memory is resident from the first cycles on, as with full rings."""
+    import os
+    import re
+    import signal
+    import urllib.request
+
+    repo = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+        tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
+        for p in [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]:
+            tree.add_pod(p)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
+        env.update(PYTHONPATH=str(repo), HOME=tmp)
+        env.pop("KUBECONFIG", None)
+        args = [sys.executable, "-m", "common", "agent", "--standalone", f"--cgroup-root={tmp}", "--metrics-port=0"]
+        agent = subprocess.Popen([*args, "--kubelet-url="], env=env, cwd=repo, stderr=subprocess.PIPE, text=True)
+        try:
+            assert agent.stderr is not None
+            port = None
+            while port is None:
+                line = agent.stderr.readline()
+                if not line:
+                    raise SystemExit("the agent exited before it listened")
+                if match := re.search(r"serving /metrics.* on 127\.0\.0\.1:(\d+)", line):
+                    port = int(match.group(1))
+            proc = psutil.Process(agent.pid)
+
+            def scrape() -> int:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                    return len(response.read())
+
+            time.sleep(warmup)
+            cpu0, wall0 = sum(proc.cpu_times()[:2]), time.monotonic()
+            size = 0
+            next_scrape = wall0
+            while (now := time.monotonic()) < wall0 + measure:
+                if now >= next_scrape:
+                    size = scrape()
+                    next_scrape += scrape_every
+                time.sleep(0.2)
+            cpu = sum(proc.cpu_times()[:2]) - cpu0
+            wall = time.monotonic() - wall0
+            status = Path(f"/proc/{agent.pid}/status").read_text()
+            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+            hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+            print(
+                f"daemon  {pods:4d} pods x 3 (standalone, defaults)  CPU {100 * cpu / wall:5.2f} % of a core over "
+                f"{wall:.0f} s after {warmup:.0f} s, scraped every {scrape_every:g} s ({size / 1024:.0f} KiB); "
+                f"RSS {rss:.1f} MiB (peak {hwm:.1f} MiB)"
+            )
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(20)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pods", default="10,100,300")
@@ -233,7 +300,19 @@ def main() -> None:
     ap.add_argument("--real", action="store_true", help="also measure on empty cgroups in the real v1 hierarchy")
     ap.add_argument("--rss-pods", type=int, default=100)
     ap.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument(
+        "--daemon",
+        metavar="PODS",
+        help="measure the real standalone agent process instead, at these pod counts (e.g. 100,300)",
+    )
+    ap.add_argument("--warmup", type=float, default=30.0, help="--daemon: seconds before measuring")
+    ap.add_argument("--measure", type=float, default=120.0, help="--daemon: seconds measured")
+    ap.add_argument("--scrape-every", type=float, default=15.0, help="--daemon: seconds between /metrics scrapes")
     args = ap.parse_args()
+    if args.daemon:
+        for n in (int(x) for x in args.daemon.split(",")):
+            bench_daemon(n, args.warmup, args.measure, args.scrape_every)
+        return
     if args.rss_only:
         bench_rss(args.rss_pods)
         return

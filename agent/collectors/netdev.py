@@ -16,7 +16,8 @@ So counters (64-bit in both sources) come from /proc/net/dev every cycle, and th
 operstate, carrier, MTU, kind, MAC) runs every `inventory_seconds` (default 30) on this collector's own
 daemon thread, never on the event loop; the cycle never waits for it: a finished dump is applied by the
 next cycle. pyroute2 is imported by the first dump only. `netlink=False` takes the same inventory from
-/sys/class/net instead (0.5 ms, no pyroute2, no link kind) for agents that cannot spare the RSS. Both
+/sys/class/net instead (0.5 ms, no pyroute2, no link kind); the agent does so unless `--netlink` is set,
+as it cannot spare pyroute2's RSS by default (pod interfaces are excluded by name either way). Both
 sources see the agent's network namespace: host interfaces need `hostNetwork`.
 
 Series (`device` = interface name), node_exporter's names:

@@ -34,6 +34,7 @@ class CollectorContext:
     psi: PsiScope = PsiScope.PODS
     interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
     container_memory_interval: float | None = None  # None: every cycle
+    netlink: bool = False  # netdev's link inventory from netlink (pyroute2) rather than sysfs
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
     ),
     CollectorSpec(
         "netdev",
-        lambda c: NetdevCollector(c.proc_root, c.sys_root),
+        lambda c: NetdevCollector(c.proc_root, c.sys_root, netlink=c.netlink),
         True,
         "network rates and links",
     ),

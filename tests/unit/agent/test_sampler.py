@@ -256,3 +256,19 @@ def test_node_cpu_is_never_above_the_cpus_there_are() -> None:
     clock.t += 1.0
     asyncio.run(s.cycle())
     assert latest_value(s, SeriesKey(NODE_CPU_USAGE_CORES)) == pytest.approx(1.5)
+
+
+def test_container_series_can_stay_out_of_the_store() -> None:
+    """The agent's pipelines keep only node, system and pod history; container values still reach the export."""
+    clock = FakeClock()
+    script = [
+        [counter(CPU_USAGE_SECONDS, v, "p1", c, "s") for c in ("", "app")] + [gauge(MEMORY_ANON_USAGE_BYTES, 5.0, "p1")]
+        for v in (1.0, 2.0)
+    ]
+    s = Sampler([Scripted("cg", script)], clock=clock, store_containers=False)
+    for _ in range(2):
+        asyncio.run(s.cycle())
+        clock.t += 1.0
+    assert {k.container for k in s.ring.rows()} == {""}
+    assert latest_value(s, SeriesKey(CPU_USAGE_CORES, "p1")) == 1.0
+    assert s.latest[SeriesKey(CPU_USAGE_SECONDS, "p1", "app")] == 2.0  # exported raw
