@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agent.publisher import NodeMetricPublisher, error_reason, spec_listener
+from agent.publisher import PUBLISH_ERROR_REASONS, NodeMetricPublisher, error_reason, spec_listener
 from common.kube.http import KubeError
 from common.ratelimit import TokenBucket
 
@@ -194,16 +194,8 @@ def test_retry_delay_is_exponential_capped_and_jittered() -> None:
 
 
 def test_error_reasons() -> None:
-    assert [error_reason(KubeError(s, "")) for s in (0, 409, 404, 403, 429, 422, 503, 418)] == [
-        "unreachable",
-        "conflict",
-        "not_found",
-        "forbidden",
-        "throttled",
-        "rejected",
-        "server_error",
-        "other",
-    ]
+    reasons = [error_reason(KubeError(s, "")) for s in (0, 409, 404, 403, 429, 422, 503, 418)]
+    assert reasons == list(PUBLISH_ERROR_REASONS)  # every reason is reachable, and exported at 0 from the start
 
 
 def test_spec_listener_only_fires_on_spec_changes() -> None:
@@ -214,3 +206,23 @@ def test_spec_listener_only_fires_on_spec_changes() -> None:
     listener({**obj, "status": {"updateTime": "b"}})  # our own status write: no policy change
     listener(None)
     assert seen == [obj["spec"], None]
+
+
+def test_publish_error_counters_exist_at_zero_from_the_start() -> None:
+    """A dashboard panel of publish errors shows 0 before the first error, not "No data"."""
+    from types import SimpleNamespace
+
+    from agent.exporter import AgentTimings, NodeSelfState, render_self
+    from agent.publisher import PublishStats
+    from agent.store.ring import SampleRing
+
+    stats = PublishStats("n1")
+    stats.errors["conflict"] = 2
+    sampler = SimpleNamespace(stats={}, ring=SampleRing(4), cycles=0, last_cycle_seconds=None)
+    text = render_self(
+        [NodeSelfState("n1", sampler, SimpleNamespace(stats=stats))], AgentTimings(), "node", per_node=True
+    )
+    lines = [line for line in text.splitlines() if line.startswith("loadline_agent_publish_errors_total{")]
+    assert len(lines) == len(PUBLISH_ERROR_REASONS)
+    assert 'loadline_agent_publish_errors_total{node="n1",reason="unreachable"} 0.0' in lines
+    assert 'loadline_agent_publish_errors_total{node="n1",reason="conflict"} 2.0' in lines
