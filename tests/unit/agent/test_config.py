@@ -108,3 +108,19 @@ def test_once_and_simulate_exclude_each_other(capsys: pytest.CaptureFixture[str]
         main(["--once", "--simulate"])
     assert exc.value.code == 2
     capsys.readouterr()
+
+
+def test_every_option_has_help_and_lists_its_choices() -> None:
+    from agent.collectors.registry import COLLECTORS
+    from agent.main import build_parser
+
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert len(actions) > 40
+    for action in actions:
+        assert action.help and len(action.help) > 10, action.option_strings
+        assert action.help.count("(default:") <= 1, action.help
+    by_dest = {a.dest: a.help or "" for a in actions}
+    assert all(spec.name in by_dest["collectors"] for spec in COLLECTORS)
+    assert "usageWithPageCache" in by_dest["node_memory_collect_policy"]
+    assert "table, yaml" in by_dest["once_output"]
