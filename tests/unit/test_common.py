@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -50,10 +52,16 @@ def test_missing_config_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_cli_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help lists exactly the table's commands, in its order, each with its own summary,
+    and every entry of the table names a module with a `main`."""
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in SUBCOMMANDS:
-        assert name in out
+    listed = re.findall(r"^    (\S+)\s", out, re.MULTILINE)
+    assert listed == [*SUBCOMMANDS, "version"]
+    flat = " ".join(out.split())  # argparse wraps long summaries
+    for name, spec in SUBCOMMANDS.items():
+        assert f"{name} {spec.summary}" in flat
+        assert callable(getattr(importlib.import_module(spec.module), "main", None)), spec.module
 
 
 def test_cli_unknown_and_unbuilt_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -203,7 +203,9 @@ def test_self_metrics() -> None:
     assert found["loadline_agent_build_info"].samples[0].labels["mode"] == "node"
     success = found["loadline_agent_collector_success"].samples[0]
     assert success.labels == {"node": "node-a", "collector": "fake"} and success.value == 1.0
-    assert found["loadline_agent_collector_duration_seconds"].samples[0].value >= 0
+    duration = found["loadline_agent_collector_duration_seconds"].samples[0]
+    assert duration.labels == {"node": "node-a", "collector": "fake"}
+    assert duration.value == sampler.stats["fake"].last_duration_seconds > 0  # the measured time, not a placeholder
     errors = found["loadline_agent_collector_series_errors"].samples
     assert errors[0].labels["reason"] == "vanished" and errors[0].value == 1.0
     assert found["loadline_agent_store_series"].samples[0].value == len(sampler.ring)

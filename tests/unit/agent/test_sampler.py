@@ -10,6 +10,11 @@ import pytest
 
 from agent.collectors import COLLECTORS, Collector, CollectorContext, SeriesErrors, build_collectors
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
+from agent.collectors.cgroups import CgroupCollector
+from agent.collectors.gpu import GpuCollector
+from agent.collectors.infiniband import InfinibandCollector
+from agent.collectors.netdev import NetdevCollector
+from agent.collectors.node import NodeCollector
 from agent.collectors.pods import QoSClass
 from agent.collectors.registry import close_collectors
 from agent.collectors.system import system_usage
@@ -201,6 +206,10 @@ def test_registry_table() -> None:
     built = build_collectors(CollectorContext())
     try:
         assert [c.name for c in built] == names
+        # each row builds its own source's collector (a swapped factory would still satisfy the Protocol)
+        assert [type(c) for c in built] == [
+            NodeCollector, CgroupCollector, GpuCollector, InfinibandCollector, NetdevCollector
+        ]
         assert all(isinstance(c, Collector) for c in built)
     finally:
         close_collectors(built)

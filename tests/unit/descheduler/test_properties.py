@@ -15,8 +15,21 @@ HIGH = {"cpu": 75.0, "memory": 80.0}
 
 @st.composite
 def clusters(draw: st.DrawFn) -> tuple[list[NodeSnapshot], list[PodSnapshot], list[NodeMetricSnapshot]]:
+    """Random nodes, plus one hot node whose pods are movable and one idle node with room for
+    them, so that every round plans evictions and the invariants below are exercised."""
     nodes, pods, metrics = [], [], []
-    for i in range(draw(st.integers(2, 7))):
+    hot_cpu = float(draw(st.sampled_from([4000, 8000])))
+    nodes.append(NodeSnapshot("hot", allocatable={"cpu": hot_cpu, "memory": 32.0 * GiB, "pods": 20}))
+    hot_usages = {}
+    for j in range(draw(st.integers(3, 6))):
+        pod = rs_pod(f"hot-{j}", "hot", created=float(draw(st.integers(0, 50))), cpu_request=100.0,
+                     mem_request=0.25 * GiB, replicas=12)  # fmt: skip
+        pods.append(pod)
+        hot_usages[pod.key] = {"cpu": hot_cpu / 3, "memory": 1.0 * GiB}  # ≥ 100 % in all
+    metrics.append(NodeMetricSnapshot("hot", NOW - 10, {"cpu": 0.0, "memory": 0.0}, hot_usages))
+    nodes.append(NodeSnapshot("idle", allocatable={"cpu": 32000.0, "memory": 64.0 * GiB, "pods": 110}))
+    metrics.append(NodeMetricSnapshot("idle", NOW - 10, {"cpu": 0.0, "memory": 0.0}, {}))
+    for i in range(draw(st.integers(0, 5))):
         name = f"n{i}"
         cpu = float(draw(st.sampled_from([4000, 8000, 16000, 32000])))
         mem = float(draw(st.sampled_from([8, 32, 64]))) * GiB
@@ -66,6 +79,8 @@ def test_round_invariants(
     def threshold(node: str, r: str) -> float:
         return math.trunc(HIGH[r] * 0.01 * (by_name[node].allocatable[r] or 0.0))
 
+    assert plan.evictions, "the generated cluster has a hot node with movable pods and room for them"
+    assert any(e.node_name == "hot" for e in plan.evictions)
     moved_to: dict[str, dict[str, float]] = {}
     removed_from: dict[str, dict[str, float]] = {}
     per_source: dict[str, int] = {}

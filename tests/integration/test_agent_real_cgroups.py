@@ -11,6 +11,10 @@ the host is touched:  loadline-test-<rand>/kubepods/burstable/pod<uid>/<64 hex c
 The agent's collector + sampler + aggregation must report them: CPU within +-15 %, memory within +-10 %.
 Everything created is removed in the fixture's finally, also on failure. The box is shared and noisy, so
 targets are modest and the check averages over several seconds.
+
+An integration test: it needs root and the host's cgroup v1 hierarchy (cpu, cpuacct and memory mounted
+under /sys/fs/cgroup). Without them it fails and says which is missing, as the rest of the suite does for
+a missing tool.
 """
 
 from __future__ import annotations
@@ -95,8 +99,22 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 
+def missing_prerequisites() -> list[str]:
+    """What this machine lacks for the test, in words (empty when it has everything)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (the test creates cgroups and moves processes into them)")
+    for ctrl in CONTROLLERS:
+        if not (CGROUP_ROOT / ctrl / "cgroup.procs").is_file():
+            missing.append(f"the cgroup v1 '{ctrl}' controller mounted at {CGROUP_ROOT / ctrl}")
+    return missing
+
+
 @pytest.fixture
 def real_pod() -> Iterator[RealPod]:
+    missing = missing_prerequisites()
+    if missing:
+        pytest.fail("this test needs " + "; ".join(missing))
     parent = f"loadline-test-{secrets.token_hex(4)}"
     uid = str(uuid.uuid4())
     containers = {"burner": secrets.token_hex(32), "capped": secrets.token_hex(32)}
