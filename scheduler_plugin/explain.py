@@ -138,6 +138,23 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
                                  ("assumed", "assumed"), ("pending", "pending")):
                 members = gang.get(field) or []
                 lines.append(f"  {label:<18} {len(members):>3}  {' '.join(members)}".rstrip())
+    preemption = doc.get("preemption")
+    if preemption:
+        lines.append("")
+        lines.append(f"Preemption: {len(preemption['candidates'])} candidate node(s) from "
+                     f"{preemption['simulatedNodes']} simulated of {preemption['potentialNodes']} where it might help; "
+                     f"nominated {preemption['nominatedNode']}")
+        lines.append(f"  order: {preemption['rule']}")
+        for c in preemption["candidates"][:max_nodes]:
+            victims = " ".join(c["victims"])
+            lines.append(f"  {c['node']:<24} {c['victimCount']:>3} victim(s), highest priority "
+                         f"{c['highestVictimPriority']}, {c['pdbViolations']} PDB violation(s): {victims}")
+        if preemption["executed"]:
+            done = (f"evicted on {preemption['evictedOn']}: {' '.join(preemption['evicted'])}"
+                    if preemption["evictedOn"] else "no candidate could be evicted")
+            refused = f" (refused by a PodDisruptionBudget on {', '.join(preemption['refusedOn'])})" \
+                if preemption["refusedOn"] else ""
+            lines.append(f"  outcome: {done}{refused}")
     return "\n".join(lines)
 
 

@@ -389,6 +389,7 @@ class Framework:
         started = time.perf_counter()
         reasons: list[str] = []
         result: PostFilterResult | None = None
+        kept: PostFilterResult | None = None  # a rejecting plugin's result (an empty nomination clears one)
         status = Status.unschedulable()
         try:
             for plugin in self.post_filter_plugins:
@@ -399,9 +400,10 @@ class Framework:
                 if not answer.is_rejected():
                     result, status = None, failed_status("PostFilter", plugin, answer)
                     break
+                kept = result if result is not None else kept
                 reasons.extend(answer.reasons)
             else:
-                result, status = None, Status.unschedulable(*reasons)
+                result, status = kept, Status.unschedulable(*reasons)
         except PluginFailed as failed:
             result, status = None, failed.status
         self.point_done("PostFilter", status.code, started)

@@ -60,6 +60,7 @@ class ScheduleResult:
     waiting: WaitingPod | None = None
     nominated_node_name: str = ""
     tied_nodes: int = 0  # nodes that shared the best total with the chosen one (itself included)
+    clear_nomination: bool = False  # PostFilter found preemption cannot help: drop the pod's nomination
 
     @property
     def is_assumed(self) -> bool:
@@ -96,6 +97,9 @@ def scheduling_cycle(
         return _unschedulable(framework, state, pod, snap, diagnosis, evaluated=0)
     if not status.is_success():
         return ScheduleResult(pod, status, state=state)
+    status = _add_nominated_pods(framework, state, pod, snap)
+    if not status.is_success():
+        return ScheduleResult(pod, status, state=state)
     candidates = narrow_to_pre_filter_result(snap, snap.node_indices(), allowed, narrowing, diagnosis)
 
     started = time.perf_counter()
@@ -128,6 +132,18 @@ def scheduling_cycle(
         if outcome.diagnosis is None:
             outcome.diagnosis = diagnosis  # why the other nodes were left out
     return outcome
+
+
+def _add_nominated_pods(framework: Framework, state: CycleState, pod: PodInfo, snap: Snapshot) -> Status:
+    """Pods nominated to a node (preemption made room for them there) of at least this pod's
+    priority count as running there for this cycle, so a lower-priority pod cannot take the
+    room while the victims terminate (kube-scheduler's RunFilterPluginsWithNominatedPods)."""
+    if not snap.nominations:
+        return SUCCESS
+    rows, pods = snap.nominated_pods(pod.priority, excluding=pod.key)
+    if not pods:
+        return SUCCESS
+    return framework.run_pre_filter_extension_add_pods(state, pod, snap, rows, pods)
 
 
 def _find_feasible(
@@ -205,6 +221,7 @@ def _unschedulable(
         diagnosis=diagnosis,
         state=state,
         nominated_node_name=nominated.nominated_node_name if nominated is not None and status.is_success() else "",
+        clear_nomination=nominated is not None and not nominated.nominated_node_name,
     )
 
 

@@ -147,6 +147,9 @@ class Snapshot:
         self._loads: dict[str, NodeMetricDigest] = {}
         self.pod_groups: dict[str, PodGroupDigest] = {}
         self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
+        # Pending pods preemption made room for, and where (kube-scheduler's nominator): their
+        # requests count as taken there for pods of lower priority until they are placed.
+        self.nominations: dict[str, str] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -393,6 +396,10 @@ class Snapshot:
             self._unindex(old)
         self.pods[key] = pod
         self._index(pod)
+        if pod.node_name or pod.is_terminated or pod.deleting:
+            self.nominations.pop(key, None)
+        elif pod.nominated_node_name and (old is None or old.nominated_node_name != pod.nominated_node_name):
+            self.nominations[key] = pod.nominated_node_name  # (set by another scheduler instance, or us earlier)
         record = self.records.get(key)
         target = pod.node_name if not pod.is_terminated else ""
         if record is not None:
@@ -417,6 +424,7 @@ class Snapshot:
                 self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, old))
 
     def remove_pod(self, key: str) -> None:
+        self.nominations.pop(key, None)
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._unindex(pod)
@@ -439,7 +447,28 @@ class Snapshot:
         if pod.key not in self.pods:
             self.pods[pod.key] = pod
             self._index(pod)
+        self.nominations.pop(pod.key, None)  # placed: it holds the node itself now
         self._account(pod, info, assumed=True, assigned_at=now)
+
+    def nominate(self, key: str, node_name: str) -> None:
+        """Record (or with "" clear) where preemption made room for a pending pod."""
+        if node_name:
+            self.nominations[key] = node_name
+        else:
+            self.nominations.pop(key, None)
+
+    def nominated_pods(self, at_least_priority: int, *, excluding: str) -> tuple[IndexArray, list[PodInfo]]:
+        """Nominated pods of at least that priority (not `excluding`) and the rows they are nominated to."""
+        rows: list[int] = []
+        pods: list[PodInfo] = []
+        for key, node_name in self.nominations.items():
+            pod = self.pods.get(key)
+            info = self._node_by_name.get(node_name)
+            if pod is None or info is None or key == excluding or pod.priority < at_least_priority:
+                continue
+            rows.append(info.index)
+            pods.append(pod)
+        return np.asarray(rows, np.intp), pods
 
     def forget_pod(self, key: str) -> None:
         """Undo an assumption (after Unreserve); a bound pod is left alone."""

@@ -3,7 +3,7 @@
 Default profile (multiPoint, order = Filter/PreFilter order): SchedulingGates,
 Coscheduling (also the QueueSort, so gangs stay together), NodeUnschedulable,
 NodeName, TaintToleration (weight 3), NodeAffinity (2), NodeResourcesFit (1),
-LoadAwareScheduling (1), DefaultBinder. NetworkTopology and PrioritySort are
+LoadAwareScheduling (1), DefaultPreemption (PostFilter), DefaultBinder. NetworkTopology and PrioritySort are
 registered but opt-in.
 """
 
@@ -64,6 +64,7 @@ DEFAULT_PLUGINS = Plugins(
             PluginRef(name=nodeaffinity.NAME, weight=2),
             PluginRef(name=noderesources.NAME, weight=1),
             PluginRef(name=loadaware.NAME, weight=1),
+            PluginRef(name=defaultpreemption.NAME),
             PluginRef(name=defaultbinder.NAME),
         ]
     )

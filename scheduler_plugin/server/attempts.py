@@ -13,6 +13,18 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from scheduler_plugin.framework.schedule_one import ScheduleResult
+from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
+
+
+@dataclass(slots=True)
+class PreemptionRecord:
+    """What preemption decided for the attempt, and (once the evictions ran) what it did."""
+
+    decision: PreemptionDecision
+    done: bool = False
+    node_name: str = ""  # where victims were evicted ("" when no candidate worked)
+    victims: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()  # candidates given up because the API server refused an eviction
 
 
 @dataclass(slots=True)
@@ -24,6 +36,7 @@ class Attempt:
     outcome: str  # "waiting" | "binding" | "bound" | "unschedulable" | "error" | "rejected-in-permit" | "bind-failed"
     message: str = ""
     uid: str = ""
+    preemption: PreemptionRecord | None = None
 
 
 class AttemptLog:
@@ -38,7 +51,9 @@ class AttemptLog:
             return
         slim = dataclasses.replace(result, state=None, waiting=None)
         uid = str((result.pod.raw.get("metadata") or {}).get("uid") or "")
-        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid)
+        decision = result.state.get(DECISION, PreemptionDecision) if result.state is not None else None
+        preemption = PreemptionRecord(decision) if decision is not None else None
+        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption)
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
@@ -50,6 +65,14 @@ class AttemptLog:
             entry.outcome = outcome
             if message:
                 entry.message = message
+
+    def mark_preemption(self, key: str, node_name: str, victims: list[str], refused: list[str]) -> None:
+        """What the evictions for the attempt's preemption decision did."""
+        entry = self._entries.get(key)
+        if entry is not None and entry.preemption is not None:
+            record = entry.preemption
+            record.done, record.node_name = True, node_name
+            record.victims, record.refused = tuple(victims), tuple(refused)
 
     def get(self, key: str) -> Attempt | None:
         return self._entries.get(key)

@@ -139,6 +139,9 @@ class ClusterCache:
         # outage these re-list sooner than the reflector's default backoff cap.
         self.nodes = Reflector(http, "/api/v1/nodes", name="scheduler-nodes", max_backoff_seconds=8)
         self.pods = Reflector(http, "/api/v1/pods", name="scheduler-pods", max_backoff_seconds=8)
+        # Preemption prefers victims whose eviction keeps every PodDisruptionBudget.
+        self.budgets = Reflector(http, "/apis/policy/v1/poddisruptionbudgets", name="scheduler-pdbs",
+                                 max_backoff_seconds=60)
         self.crds: dict[CustomResource, Reflector] = {
             resource: Reflector(http, resource.path, name=f"scheduler-{resource.name}", max_backoff_seconds=60)
             for resource in (NODE_METRICS, POD_GROUPS, POD_GROUPS_LEGACY)
@@ -148,13 +151,14 @@ class ClusterCache:
         self._crd_ready = {resource: asyncio.Event() for resource in self.crds}
         self.nodes.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)
+        self.budgets.add_handler(self._on_budget)
         self.crds[NODE_METRICS].add_handler(self._on_node_metric)
         self.crds[POD_GROUPS].add_handler(self._pod_group_handler(POD_GROUPS_LEGACY))
         self.crds[POD_GROUPS_LEGACY].add_handler(self._pod_group_handler(POD_GROUPS))
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
-        tasks = [self.nodes.run(), self.pods.run(), *(self._run_crd(r) for r in self.crds)]
+        tasks = [self.nodes.run(), self.pods.run(), self.budgets.run(), *(self._run_crd(r) for r in self.crds)]
         await asyncio.gather(*tasks)
 
     def synced(self) -> bool:
@@ -296,6 +300,20 @@ class ClusterCache:
                 return
             self.malformed.clear("NodeMetric", name)
         self.listener.cluster_event(NODE_METRIC)
+
+    # ------------------------------------------------------------------ PodDisruptionBudgets
+    def _on_budget(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
+        if kind == "DELETED":
+            self.snapshot.remove_disruption_budget(namespace, name)
+            return
+        try:
+            self.snapshot.upsert_disruption_budget(obj)
+        except InvalidObjectError as exc:
+            self.malformed.report("PodDisruptionBudget", f"{namespace}/{name}", obj, exc)
+            return
+        self.malformed.clear("PodDisruptionBudget", f"{namespace}/{name}")
 
     # ------------------------------------------------------------------ PodGroups
     def _pod_group_handler(self, other: CustomResource) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
+from scheduler_plugin.server.attempts import PreemptionRecord
 from scheduler_plugin.server.scheduler import Scheduler
 
 
@@ -126,4 +127,27 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         item["chosen"] = entry.chosen
         nodes.append(item)
     doc["nodes"] = nodes
+    if attempt.preemption is not None:
+        doc["preemption"] = _preemption(attempt.preemption)
     return 200, doc
+
+
+def _preemption(record: PreemptionRecord) -> dict[str, Any]:
+    """Candidates considered (best first, as kube-scheduler ranks them), the victims of each and why."""
+    decision = record.decision
+    return {
+        "potentialNodes": decision.potential_nodes,
+        "simulatedNodes": decision.examined_nodes,
+        "nominatedNode": decision.best.node_name,
+        "rule": "fewest PDB violations, lowest highest-victim priority, smallest priority sum, fewest victims, "
+                "latest start of the highest-priority victims",
+        "candidates": [
+            {"node": c.node_name, "victims": [v.key for v in c.victims], "pdbViolations": c.num_pdb_violations,
+             "highestVictimPriority": c.summary.highest_priority, "victimCount": c.summary.count}
+            for c in decision.candidates
+        ],
+        "executed": record.done,
+        "evictedOn": record.node_name or None,
+        "evicted": list(record.victims),
+        "refusedOn": list(record.refused),
+    }

@@ -16,6 +16,8 @@ from prometheus_client.registry import Collector
 
 from scheduler_plugin.framework.status import Code
 
+PREEMPTION_PLUGIN = "DefaultPreemption"
+
 # kube-scheduler's buckets: exponential from 1 ms (attempts) and from 10 ms (end to end).
 _ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 _E2E_BUCKETS = tuple(0.01 * 2**i for i in range(20))
@@ -41,6 +43,15 @@ E2E_DURATION = Histogram(
 POD_ATTEMPTS = Histogram(
     "loadline_scheduler_pod_scheduling_attempts",
     "Attempts a pod needed until it was bound",
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+)
+PREEMPTION_ATTEMPTS = Counter(
+    "loadline_scheduler_preemption_attempts_total",
+    "Preemption attempts (runs of the DefaultPreemption PostFilter), kube-scheduler's preemption_attempts_total",
+)
+PREEMPTION_VICTIMS = Histogram(
+    "loadline_scheduler_preemption_victims",
+    "Pods evicted by one successful preemption (kube-scheduler's preemption_victims)",
     buckets=(1, 2, 4, 8, 16, 32, 64),
 )
 PENDING_ATTEMPT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096, 16384)
@@ -138,6 +149,8 @@ class FrameworkMetrics:
         self._plugins: dict[tuple[str, str, Code], Callable[[float], None]] = {}
 
     def plugin_done(self, point: str, plugin: str, code: Code, seconds: float) -> None:
+        if point == "PostFilter" and plugin == PREEMPTION_PLUGIN:
+            PREEMPTION_ATTEMPTS.inc()
         if self._sample < 1.0 and random.random() >= self._sample:
             return
         key = (point, plugin, code)

@@ -144,6 +144,24 @@ class Reporter:
         message = status.message or str(status)
         self._enqueue(pod.key, self._failure(pod, profile, reason, message))
 
+    def preempted(self, victim: PodInfo, preemptor: PodInfo, profile: str, node_name: str) -> None:
+        note = f"Preempted by {preemptor.key} on node {node_name}"
+        self._enqueue(victim.key, self._event(victim, profile, "Preempted", "Preempting", note, kind="Normal"))
+
+    def nominate(self, pod: PodInfo, node_name: str) -> None:
+        """Set (or with "" clear) the pod's status.nominatedNodeName, in order with its other writes."""
+        self._enqueue(pod.key, self._nominate(pod, node_name))
+
+    async def _nominate(self, pod: PodInfo, node_name: str) -> None:
+        patch = {"status": {"nominatedNodeName": node_name or None}}
+        try:
+            await self.http.strategic_patch(f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", patch)
+        except KubeError as exc:
+            if not exc.is_not_found:
+                self.health.failed("pod status", exc)
+            return
+        self.health.succeeded("pod status")
+
     def skipped_deleting(self, pod: PodInfo, profile: str) -> None:
         note = f"skip schedule deleting pod: {pod.key}"
         self._enqueue(pod.key, self._event(pod, profile, "FailedScheduling", "Scheduling", note, kind="Warning"))

@@ -35,9 +35,11 @@ from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycl
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
+from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.attempts import AttemptLog
 from scheduler_plugin.server.binder import APIBinder
+from scheduler_plugin.server.preemption import PreemptionExecutor
 from scheduler_plugin.server.queueing import FLUSH, EventInterests
 from scheduler_plugin.server.reporter import Reporter
 
@@ -92,6 +94,8 @@ class Scheduler:
         self.in_flight: dict[str, InFlight] = {}
         self.enqueued_at: dict[str, float] = {}  # first time a pod entered the queue (end-to-end latency)
         self.attempts = AttemptLog(explain_capacity)
+        self.preemption = PreemptionExecutor(reporter.http, reporter, snapshot)
+        self._preemptions: set[asyncio.Task[None]] = set()
         self.leading = False
         self._wakeup = asyncio.Event()
         for framework in frameworks.values():
@@ -248,6 +252,8 @@ class Scheduler:
         for flight in list(self.in_flight.values()):
             if flight.task is not None:
                 flight.task.cancel()
+        for task in list(self._preemptions):
+            task.cancel()
         log.info("stopped scheduling", extra=ctx(in_flight=len(self.in_flight)))
 
     # ------------------------------------------------------------------ one pod
@@ -289,6 +295,38 @@ class Scheduler:
             log.warning("scheduling %s failed: %s", key, status.message, extra=ctx(pod=key, profile=profile))
         plugins = result.diagnosis.unschedulable_plugins if result.diagnosis is not None else set()
         self._requeue_failed(info, framework, status, cycle, plugins)
+        self._after_post_filter(pod, framework, result)
+
+    # ------------------------------------------------------------------ preemption
+    def _after_post_filter(self, pod: PodInfo, framework: Framework, result: ScheduleResult) -> None:
+        """Nominate the pod where preemption made room and evict the victims (in a task), or drop
+        a nomination preemption found no longer helps."""
+        key = pod.key
+        decision = result.state.get(DECISION, PreemptionDecision) if result.state is not None else None
+        if result.nominated_node_name and decision is not None:
+            self.snapshot.nominate(key, result.nominated_node_name)
+            self.reporter.nominate(pod, result.nominated_node_name)
+            task = asyncio.get_running_loop().create_task(self._preempt(framework, decision))
+            self._preemptions.add(task)
+            task.add_done_callback(self._preemptions.discard)
+        elif result.clear_nomination and (pod.nominated_node_name or key in self.snapshot.nominations):
+            self.snapshot.nominate(key, "")
+            self.reporter.nominate(pod, "")
+
+    async def _preempt(self, framework: Framework, decision: PreemptionDecision) -> None:
+        pod = decision.preemptor
+        try:
+            outcome = await self.preemption.execute(decision, framework.waiting_pods, framework.profile_name)
+        except Exception:
+            log.exception("preemption for %s failed", pod.key, extra=ctx(pod=pod.key))
+            return
+        self.attempts.mark_preemption(pod.key, outcome.node_name, outcome.victims, outcome.refused)
+        if outcome.node_name != decision.best.node_name and self.snapshot.nominations.get(pod.key) is not None:
+            # A fallback candidate, or none worked: the nomination follows the outcome.
+            self.snapshot.nominate(pod.key, outcome.node_name)
+            current = self.snapshot.pods.get(pod.key)
+            if current is not None:
+                self.reporter.nominate(current, outcome.node_name)
 
     def _crashed(self, info: QueuedPodInfo, exc: Exception) -> None:
         key = info.pod.key

@@ -251,7 +251,10 @@ def test_default_profile_fit_error_message() -> None:
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p", cpu="2")))
     assert result.status.message == (
         "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
-        "1 node(s) were unschedulable, 2 Insufficient cpu."
+        "1 node(s) were unschedulable, 2 Insufficient cpu. "
+        # kube-scheduler's DefaultPreemption: no pods to preempt on a/b, taints and cordons are not its business.
+        "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling.."
     )
 
 

@@ -171,7 +171,8 @@ def test_postfilter_rejects_waiting_siblings_when_a_member_fits_nowhere() -> Non
     result = cycle(fw, snap, "g-2")
     assert result.status.message == (
         "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
-        "PodGroup default/g gets rejected due to Pod g-2 is unschedulable even after PostFilter."
+        "PodGroup default/g gets rejected due to Pod g-2 is unschedulable even after PostFilter, "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
     )
     assert held_per_gang(snap) == {} and len(fw.waiting_pods) == 0
 
@@ -186,7 +187,9 @@ def test_nearly_complete_gang_keeps_waiting_and_backoff_blocks_failed_gangs() ->
         cycle(fw, snap, f"g-{i}")
     result = cycle(fw, snap, "g-19")
     # (20 − 19) / 20 = 5% ≤ podGroupRejectPercentage 10%: the siblings keep their places
-    assert result.status.message.endswith("PodGroup default/g keeps waiting: 19/20 placed.")
+    assert result.status.message.endswith(
+        "PodGroup default/g keeps waiting: 19/20 placed, preemption: 0/1 nodes are available: "
+        "1 Preemption is not helpful for scheduling..")
     assert held_per_gang(snap) == {"g": 19}
 
     snap2 = cluster(3)

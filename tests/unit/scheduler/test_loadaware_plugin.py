@@ -218,7 +218,9 @@ def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
     assert sorted(placed[1:4]) == ["n1", "n2", "n3"]
     assert sorted(placed[4:]) == ["n0", "n1", "n2", "n3"]
     last = scheduling_cycle(fw, PodInfo.from_dict(pod("p8")))
-    assert last.status.message == "0/4 nodes are available: 4 node(s) cpu usage exceed threshold."
+    assert last.status.message == (
+        "0/4 nodes are available: 4 node(s) cpu usage exceed threshold. "
+        "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod..")
     assert np.all(snap.requested[CPU] == 2000)
 
 

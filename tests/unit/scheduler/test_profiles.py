@@ -36,7 +36,7 @@ def test_default_profile() -> None:
     assert [(p.name, w) for p, w, _ in fw.score_plugins] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("LoadAwareScheduling", 1),
     ]
-    assert names(fw.post_filter_plugins) == ["Coscheduling"]
+    assert names(fw.post_filter_plugins) == ["Coscheduling", "DefaultPreemption"]
     assert names(fw.permit_plugins) == ["Coscheduling"]
     assert names(fw.bind_plugins) == ["DefaultBinder"]
 

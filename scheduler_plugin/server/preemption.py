@@ -1,0 +1,105 @@
+"""Carries out a preemption decision (kube-scheduler's `prepareCandidate`), off the scheduling loop.
+
+For the best candidate first: each victim waiting in Permit is rejected there (its gang's
+Unreserve releases the whole group), every other victim is evicted through the Eviction API,
+so PodDisruptionBudgets are enforced by the API server. A 429 (a budget allows no disruption
+now) abandons that candidate and the next one is tried; victims already evicted stay
+evicted, as in kube-scheduler. On success the victims get a `Preempted` event, the preemptor
+keeps its nomination, and lower-priority pods nominated to the same node lose theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from common.kube.http import KubeError
+from common.logging import ctx
+from scheduler_plugin.descheduler.evictor import (
+    EVICTED,
+    FAILED,
+    GONE,
+    REFUSED,
+    Outcome,
+    classify_error,
+    eviction_body,
+    eviction_path,
+)
+from scheduler_plugin.framework.interfaces import WaitingPods
+from scheduler_plugin.framework.podinfo import PodInfo
+from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.defaultpreemption import NAME, PreemptionDecision
+from scheduler_plugin.server import metrics as m
+from scheduler_plugin.server.reporter import Reporter
+
+log = logging.getLogger("loadline.scheduler.preemption")
+
+
+class _Creator(Protocol):
+    async def create(self, path: str, body: object) -> object: ...
+
+
+@dataclass(slots=True)
+class PreemptionOutcome:
+    node_name: str  # where the victims were evicted ("" when no candidate worked)
+    victims: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # candidates given up on a 429
+    error: str = ""
+
+
+class PreemptionExecutor:
+    def __init__(self, http: _Creator, reporter: Reporter, snapshot: Snapshot) -> None:
+        self.http = http
+        self.reporter = reporter
+        self.snapshot = snapshot
+
+    async def execute(self, decision: PreemptionDecision, waiting: WaitingPods, profile: str) -> PreemptionOutcome:
+        preemptor = decision.preemptor
+        outcome = PreemptionOutcome("")
+        for candidate in decision.candidates:
+            refused = False
+            for victim in candidate.victims:
+                result = await self._remove(victim, preemptor, waiting)
+                if result.result == REFUSED:
+                    refused = True
+                    log.info("preemption on %s refused for %s: %s", candidate.node_name, victim.key, result.message,
+                             extra=ctx(pod=preemptor.key, node=candidate.node_name))
+                    break
+                if result.result == FAILED:
+                    outcome.error = result.message
+                    log.warning("preemption of %s failed: %s", victim.key, result.message,
+                                extra=ctx(pod=preemptor.key, node=candidate.node_name))
+                    return outcome
+            if refused:
+                outcome.refused.append(candidate.node_name)
+                continue
+            outcome.node_name = candidate.node_name
+            outcome.victims = [v.key for v in candidate.victims]
+            m.PREEMPTION_VICTIMS.observe(len(candidate.victims))
+            for victim in candidate.victims:
+                self.reporter.preempted(victim, preemptor, profile, candidate.node_name)
+            self._clear_lower_nominations(preemptor, candidate.node_name)
+            log.info("preempted %d pod(s) on %s for %s", len(candidate.victims), candidate.node_name, preemptor.key,
+                     extra=ctx(pod=preemptor.key, node=candidate.node_name, victims=",".join(outcome.victims)))
+            return outcome
+        return outcome
+
+    async def _remove(self, victim: PodInfo, preemptor: PodInfo, waiting: WaitingPods) -> Outcome:
+        if waiting.get(victim.key) is not None:
+            waiting.reject(victim.key, NAME, f"preempted by {preemptor.key}")
+            return Outcome(EVICTED, "waiting in Permit")
+        try:
+            await self.http.create(eviction_path(victim.namespace, victim.name), eviction_body(victim.raw))
+        except KubeError as exc:
+            result = classify_error(exc)
+            return Outcome(EVICTED, result.reason) if result.result == GONE else result
+        return Outcome(EVICTED, "evicted")
+
+    def _clear_lower_nominations(self, preemptor: PodInfo, node_name: str) -> None:
+        for key, nominated in list(self.snapshot.nominations.items()):
+            pod = self.snapshot.pods.get(key)
+            if nominated != node_name or pod is None or pod.priority >= preemptor.priority:
+                continue
+            self.snapshot.nominate(key, "")
+            self.reporter.nominate(pod, "")
