@@ -29,7 +29,16 @@ import numpy as np
 from common.api.malformed import MalformedObjectError
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS, ProvisionalPlacements
-from scheduler_plugin.extender.wire import JSON, ExtenderArgs, ScoreScaling, filter_result, node_name, scale_scores
+from scheduler_plugin.extender.wire import (
+    JSON,
+    ExtenderArgs,
+    NodeVictims,
+    PreemptionArgs,
+    ScoreScaling,
+    filter_result,
+    node_name,
+    scale_scores,
+)
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE
@@ -108,7 +117,7 @@ class ExtenderEngine:
 
     # ------------------------------------------------------------------ inputs
     @staticmethod
-    def parse_pod(args: ExtenderArgs) -> PodInfo:
+    def parse_pod(args: ExtenderArgs | PreemptionArgs) -> PodInfo:
         try:
             return PodInfo.from_dict(args.pod)
         except MalformedObjectError as exc:
@@ -199,6 +208,54 @@ class ExtenderEngine:
             if rejection.plugin:
                 metrics.REJECTIONS.labels(rejection.plugin).inc(int(rejection.rows.size))
         return verdicts
+
+    # ------------------------------------------------------------------ preempt
+    def preempt(self, args: PreemptionArgs) -> dict[str, NodeVictims]:
+        """The candidates of kube-scheduler's preemption on which our own Filter plugins, with that
+        candidate's victims removed (PreFilter RemovePod, as our DefaultPreemption simulates), let the
+        pod fit; the others are dropped, so kube-scheduler evicts only what Loadline accepts.
+        Victims are resolved by UID in our cache (or from the Pods sent); a node or victim we do not
+        know drops the candidate. Raises PluginError."""
+        pod = self.parse_pod(args)
+        framework = self.framework_for(pod)
+        self._begin(pod)
+        snap = self.snapshot
+        by_uid = snap.pod_index("uid", lambda p: p.uid)
+        state = CycleState()
+        _, status, _ = framework.run_pre_filter(state, pod, snap)
+        if status.is_rejected():
+            return {}
+        if not status.is_success():
+            raise PluginError(status.message)
+        rows: list[int] = []
+        victims: list[PodInfo] = []
+        nodes: dict[int, str] = {}
+        for name, entry in args.victims.items():
+            info = snap.node_by_name(name)
+            found = [snap.pods[k] for uid in entry.uids for k in by_uid.get(uid, ()) if k in snap.pods]
+            if entry.pods is not None and len(found) < len(entry.uids):
+                try:
+                    found = [PodInfo.from_dict(p) for p in entry.pods]  # full Pods sent: use them as they are
+                except InvalidObjectError as exc:
+                    raise InvalidPod(f"NodeNameToVictims.{name}: {exc}") from None
+            if info is None or len(found) != len(entry.uids):
+                metrics.PREEMPT_CANDIDATES.labels("unknown").inc()
+                continue
+            nodes[info.index] = name
+            rows += [info.index] * len(found)
+            victims += found
+        if not nodes:
+            return {}
+        status = framework.run_pre_filter_extension_remove_pods(state, pod, snap, np.asarray(rows, np.intp), victims)
+        if not status.is_success():
+            raise PluginError(status.message)
+        fitting, status = framework.run_filters(state, pod, snap, np.asarray(sorted(nodes), np.intp))
+        if not status.is_success():
+            raise PluginError(status.message)
+        kept = {nodes[row]: args.victims[nodes[row]] for row in fitting.tolist()}
+        metrics.PREEMPT_CANDIDATES.labels("kept").inc(len(kept))
+        metrics.PREEMPT_CANDIDATES.labels("dropped").inc(len(nodes) - len(kept))
+        return kept
 
     # ------------------------------------------------------------------ prioritize
     def prioritize(self, args: ExtenderArgs) -> dict[str, int]:

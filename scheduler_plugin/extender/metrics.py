@@ -33,6 +33,11 @@ NODES_PER_REQUEST = Histogram(
     buckets=(1, 5, 10, 50, 100, 500, 1000, 5000, 15000),
 )
 FILTERED_NODES = Counter("loadline_extender_filter_nodes_total", "Nodes the filter passed or failed", ["result"])
+PREEMPT_CANDIDATES = Counter(
+    "loadline_extender_preempt_candidates_total",
+    "Candidate nodes of kube-scheduler's preemption: kept (our filters accept the victims), dropped, unknown",
+    ["result"],
+)
 REJECTIONS = Counter("loadline_extender_filter_rejections_total", "Nodes rejected, by Filter plugin", ["plugin"])
 UNKNOWN_NODES = Counter(
     "loadline_extender_unknown_nodes_total", "Requested nodes missing from the extender's cache (passed unchecked)"

@@ -3,6 +3,7 @@
 Routes (prefix configurable, kube-scheduler calls `urlPrefix + "/" + verb`):
   POST <prefix>/filter       ExtenderArgs -> ExtenderFilterResult
   POST <prefix>/prioritize   ExtenderArgs -> HostPriorityList
+  POST <prefix>/preempt      ExtenderPreemptionArgs -> ExtenderPreemptionResult (candidates our filters accept)
   GET  /healthz              200 while the process serves
   GET  /readyz               200 once the caches have synced, else 503
   GET  /metrics              Prometheus text format
@@ -20,20 +21,29 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.engine import ExtenderEngine, InvalidPod, PluginError
-from scheduler_plugin.extender.wire import BadRequest, ExtenderArgs, host_priority_list, parse_args
+from scheduler_plugin.extender.wire import (
+    BadRequest,
+    ExtenderArgs,
+    PreemptionArgs,
+    host_priority_list,
+    parse_args,
+    parse_preemption_args,
+    preemption_result,
+)
 
 log = logging.getLogger("loadline.extender.server")
 
 DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024  # full-Node mode on 15,000 nodes sends tens of MB
 
 Ready = Callable[[], bool]
+Args = TypeVar("Args", ExtenderArgs, PreemptionArgs)
 
 
 def normalize_prefix(prefix: str) -> str:
@@ -54,8 +64,9 @@ class ExtenderServer:
 
     def app(self, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
         app = web.Application(client_max_size=max_body_bytes)
-        app.router.add_post(f"{self.prefix}/filter", self._verb("filter", self._filter))
-        app.router.add_post(f"{self.prefix}/prioritize", self._verb("prioritize", self._prioritize))
+        app.router.add_post(f"{self.prefix}/filter", self._verb("filter", self._filter, parse_args))
+        app.router.add_post(f"{self.prefix}/prioritize", self._verb("prioritize", self._prioritize, parse_args))
+        app.router.add_post(f"{self.prefix}/preempt", self._verb("preempt", self._preempt, parse_preemption_args))
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
@@ -73,12 +84,20 @@ class ExtenderServer:
             return _error(500, str(exc))
         return web.Response(text=_dumps(host_priority_list(scores)), content_type="application/json")
 
+    def _preempt(self, args: PreemptionArgs) -> web.Response:
+        try:
+            kept = self.engine.preempt(args)
+        except PluginError as exc:
+            metrics.PLUGIN_ERRORS.labels("preempt").inc()
+            return _error(500, str(exc))
+        return web.Response(text=_dumps(preemption_result(kept)), content_type="application/json")
+
     def _verb(
-        self, verb: str, answer: Callable[[ExtenderArgs], web.Response]
+        self, verb: str, answer: Callable[[Args], web.Response], parse: Callable[[bytes], Args],
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handle(request: web.Request) -> web.Response:
             started = time.perf_counter()
-            response = await self._handle(verb, request, answer)
+            response = await self._handle(verb, request, answer, parse)
             metrics.LATENCY.labels(verb).observe(time.perf_counter() - started)
             metrics.REQUESTS.labels(verb, str(response.status)).inc()
             return response
@@ -86,7 +105,7 @@ class ExtenderServer:
         return handle
 
     async def _handle(
-        self, verb: str, request: web.Request, answer: Callable[[ExtenderArgs], web.Response]
+        self, verb: str, request: web.Request, answer: Callable[[Args], web.Response], parse: Callable[[bytes], Args]
     ) -> web.Response:
         try:
             body = await request.read()
@@ -97,7 +116,7 @@ class ExtenderServer:
             if not self.ready():
                 metrics.NOT_READY.labels(verb).inc()
                 return _error(503, "extender caches have not synced yet")
-            args = parse_args(body)
+            args = parse(body)
             metrics.NODES_PER_REQUEST.labels(verb).observe(len(args.candidate_names()))
             return answer(args)
         except (BadRequest, InvalidPod) as exc:

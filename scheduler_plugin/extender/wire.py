@@ -196,3 +196,78 @@ def scale_scores(totals: NDArray[np.int64], max_total: int, scaling: ScoreScalin
     if scaling == "relative" and high > low:
         return [to_extender_score(int(t) - low, high - low) for t in totals.tolist()]
     return [to_extender_score(int(t), max_total) for t in totals.tolist()]
+
+
+# ---------------------------------------------------------------------------- preempt verb
+@dataclass(frozen=True, slots=True)
+class NodeVictims:
+    """One candidate node of kube-scheduler's preemption: its victims (by UID; the full Pod when sent) and
+    how many of them violate a PodDisruptionBudget."""
+
+    uids: tuple[str, ...]
+    pods: tuple[Mapping[str, Any], ...] | None  # NodeNameToVictims (nodeCacheCapable: false) sends full Pods
+    num_pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """ExtenderPreemptionArgs: `{"Pod": ..., "NodeNameToVictims": ... | null, "NodeNameToMetaVictims": ... | null}`."""
+
+    pod: Mapping[str, Any]
+    victims: dict[str, NodeVictims]
+
+    def candidate_names(self) -> list[str]:
+        return list(self.victims)
+
+
+def parse_preemption_args(raw: bytes | str) -> PreemptionArgs:
+    """Decode and validate an ExtenderPreemptionArgs body. Raises BadRequest."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise BadRequest(f"body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest(f"body: expected a JSON object (ExtenderPreemptionArgs), got {_kind(body)}")
+    pod = _field(body, "Pod")
+    if not isinstance(pod, dict):
+        raise BadRequest("Pod: required, an object")
+    full = _field(body, "NodeNameToVictims")
+    meta = _field(body, "NodeNameToMetaVictims")
+    if full is not None and meta is not None:
+        raise BadRequest("NodeNameToVictims and NodeNameToMetaVictims: only one may be set")
+    field_name = "NodeNameToVictims" if full is not None else "NodeNameToMetaVictims"
+    value = full if full is not None else meta
+    if value is None:
+        return PreemptionArgs(pod, {})
+    if not isinstance(value, dict):
+        raise BadRequest(f"{field_name}: expected an object, got {_kind(value)}")
+    victims = {}
+    for node, entry in value.items():
+        where = f"{field_name}.{node}"
+        if not isinstance(entry, dict):
+            raise BadRequest(f"{where}: expected an object, got {_kind(entry)}")
+        pods = _field(entry, "Pods") or []
+        if not isinstance(pods, list):
+            raise BadRequest(f"{where}.Pods: expected a list, got {_kind(pods)}")
+        uids = []
+        for i, item in enumerate(pods):
+            if not isinstance(item, dict):
+                raise BadRequest(f"{where}.Pods[{i}]: expected an object, got {_kind(item)}")
+            uid = _field(item, "UID") if full is None else (item.get("metadata") or {}).get("uid")
+            if not isinstance(uid, str) or not uid:
+                raise BadRequest(f"{where}.Pods[{i}]: {'UID' if full is None else 'metadata.uid'} required")
+            uids.append(uid)
+        violations = _field(entry, "NumPDBViolations") or 0
+        if not isinstance(violations, int) or violations < 0:
+            raise BadRequest(f"{where}.NumPDBViolations: expected a non-negative integer")
+        victims[str(node)] = NodeVictims(tuple(uids), tuple(pods) if full is not None else None, violations)
+    return PreemptionArgs(pod, victims)
+
+
+def preemption_result(kept: Mapping[str, NodeVictims]) -> JSON:
+    """ExtenderPreemptionResult, always in the meta (UID) form kube-scheduler requires; nodes left out are
+    no longer candidates."""
+    return {"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.num_pdb_violations}
+        for node, v in kept.items()
+    }}

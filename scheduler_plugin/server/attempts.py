@@ -53,6 +53,9 @@ class AttemptLog:
         uid = str((result.pod.raw.get("metadata") or {}).get("uid") or "")
         decision = result.state.get(DECISION, PreemptionDecision) if result.state is not None else None
         preemption = PreemptionRecord(decision) if decision is not None else None
+        previous = self._entries.get(key)
+        if preemption is None and previous is not None:
+            preemption = previous.preemption  # the preemption that made room stays visible once the pod is placed
         self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption)
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
