@@ -78,8 +78,11 @@ class PreemptionExecutor:
             outcome.victims = [v.key for v in candidate.victims]
             m.PREEMPTION_VICTIMS.observe(len(candidate.victims))
             for victim in candidate.victims:
-                self.reporter.preempted(victim, preemptor, profile, candidate.node_name)
-            self._clear_lower_nominations(preemptor, candidate.node_name)
+                # (a gang's decision takes victims on several nodes)
+                where = self.snapshot.node_of(victim.key) or candidate.node_name
+                self.reporter.preempted(victim, preemptor, profile, where)
+            for node_name in {candidate.node_name, *decision.nominations.values()}:
+                self._clear_lower_nominations(preemptor, node_name)
             log.info("preempted %d pod(s) on %s for %s", len(candidate.victims), candidate.node_name, preemptor.key,
                      extra=ctx(pod=preemptor.key, node=candidate.node_name, victims=",".join(outcome.victims)))
             return outcome

@@ -304,8 +304,11 @@ class Scheduler:
         key = pod.key
         decision = result.state.get(DECISION, PreemptionDecision) if result.state is not None else None
         if result.nominated_node_name and decision is not None:
-            self.snapshot.nominate(key, result.nominated_node_name)
-            self.reporter.nominate(pod, result.nominated_node_name)
+            for member, node_name in {**decision.nominations, key: result.nominated_node_name}.items():
+                target = self.snapshot.pods.get(member)
+                if target is not None:  # (a gang's missing members get room too)
+                    self.snapshot.nominate(member, node_name)
+                    self.reporter.nominate(target, node_name)
             task = asyncio.get_running_loop().create_task(self._preempt(framework, decision))
             self._preemptions.add(task)
             task.add_done_callback(self._preemptions.discard)

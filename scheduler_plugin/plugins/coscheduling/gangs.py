@@ -69,11 +69,14 @@ def resource_gap(snapshot: Snapshot, gang: Gang, members: Iterable[str]) -> dict
     return {snapshot.resource_names[j]: int(gap[j]) for j in np.flatnonzero(gap > 0)}
 
 
-def room_per_node(snapshot: Snapshot, rows: IndexArray, shape: IntArray) -> IntArray:
-    """How many pods of `shape` each node's free resources hold (`pods` = 1 is always in a pod's shape)."""
+def room_per_node(snapshot: Snapshot, rows: IndexArray, shape: IntArray, freed: IntArray | None = None) -> IntArray:
+    """How many pods of `shape` each node's free resources hold (`pods` = 1 is always in a pod's shape);
+    `freed` (resources × all rows) is added to the free room (requests preemption could take back)."""
     room: IntArray | None = None
     for j in np.flatnonzero(shape):
         free = snapshot.allocatable[j].take(rows) - snapshot.requested[j].take(rows)
+        if freed is not None and j < freed.shape[0]:
+            free = free + freed[j].take(rows)
         fits = np.maximum(free, 0) // shape[j]
         room = fits if room is None else np.minimum(room, fits)
     return room if room is not None else np.zeros(rows.size, np.int64)
@@ -83,6 +86,17 @@ def room_for(snapshot: Snapshot, shape: IntArray) -> int:
     """How many pods of `shape` the cluster's free resources hold, node by node (an upper
     bound: taints, affinity and load are not considered, so a rejection is certain)."""
     return int(room_per_node(snapshot, snapshot.node_indices(), shape).sum())
+
+
+def preemptible_requests(snapshot: Snapshot, priority: int, gang_key: str) -> IntArray:
+    """Per node (resources × rows), the requests of placed pods of lower priority outside the gang: the
+    room preemption could take back for it."""
+    freed = np.zeros((len(snapshot.resource_names), snapshot.num_slots), np.int64)
+    for record in snapshot.records.values():
+        victim = record.pod
+        if victim.priority < priority and (victim.gang is None or victim.gang.key != gang_key):
+            freed[: len(record.vector), record.node_index] += record.vector
+    return freed
 
 
 def smallest_shape(snapshot: Snapshot, pods: Iterable[PodInfo]) -> IntArray | None:

@@ -32,9 +32,11 @@ from scheduler_plugin.plugins.coscheduling.gangs import (
     assigned_members,
     gang_key_of,
     member_keys,
+    preemptible_requests,
     resolve,
     resource_gap,
     room_for,
+    room_per_node,
     smallest_shape,
 )
 from scheduler_plugin.plugins.coscheduling.state import GONE_GRACE_SECONDS, PRUNE_INTERVAL_SECONDS, GangState
@@ -162,6 +164,13 @@ class Coscheduling:
         pending = [snapshot.pods[k] for k in members if k not in snapshot.records and k in snapshot.pods]
         shape = smallest_shape(snapshot, pending or [pod])
         room = room_for(snapshot, shape) if shape is not None else 0
+        if room < remaining and shape is not None:
+            # Preemption may take room back from lower-priority pods: then Filter and PostFilter decide
+            # (DefaultPreemption places the whole gang or evicts nothing); only when even that cannot make
+            # room is the gang unresolvable.
+            freed = preemptible_requests(snapshot, pod.priority, gang.key)
+            if int(room_per_node(snapshot, snapshot.node_indices(), shape, freed).sum()) >= remaining:
+                return SUCCESS
         if room < remaining:
             return Status.unresolvable(
                 f"PodGroup {gang.key} needs room for {remaining} more pod(s), the cluster has room for {room}"

@@ -110,7 +110,7 @@ def select_victims(
     sim = state.clone()
     node_rows = np.asarray(with_victims, np.intp)
     counts = np.fromiter((len(p) for p in potential), np.intp, len(potential))
-    _check(handle.run_pre_filter_extension_remove_pods(
+    check_status(handle.run_pre_filter_extension_remove_pods(
         sim, pod, snapshot, np.repeat(node_rows, counts), [p for pods in potential for p in pods]))
     fitting = _feasible(handle.run_filters(sim, pod, snapshot, node_rows, out.failures))
     if fitting.size == 0:
@@ -134,13 +134,13 @@ def select_victims(
         active = np.flatnonzero(lengths > step)
         step_rows = rows_in_play[active]
         step_pods = [orders[i][step] for i in active.tolist()]
-        _check(handle.run_pre_filter_extension_add_pods(sim, pod, snapshot, step_rows, step_pods))
+        check_status(handle.run_pre_filter_extension_add_pods(sim, pod, snapshot, step_rows, step_pods))
         fits = np.isin(step_rows, _feasible(handle.run_filters(sim, pod, snapshot, step_rows)))
         if fits.all():
             continue
         lost = np.flatnonzero(~fits)
         lost_pods = [step_pods[i] for i in lost.tolist()]
-        _check(handle.run_pre_filter_extension_remove_pods(sim, pod, snapshot, step_rows[lost], lost_pods))
+        check_status(handle.run_pre_filter_extension_remove_pods(sim, pod, snapshot, step_rows[lost], lost_pods))
         for i, victim in zip(active[lost].tolist(), lost_pods, strict=True):
             victims[i].append(victim)
             if step < violating_counts[i]:
@@ -163,10 +163,10 @@ def select_victims(
 
 def _feasible(answer: tuple[IndexArray, Status]) -> IndexArray:
     rows, status = answer
-    _check(status)
+    check_status(status)
     return rows
 
 
-def _check(status: Status) -> None:
+def check_status(status: Status) -> None:
     if not status.is_success():
         raise SimulationError(status)

@@ -26,7 +26,16 @@ from scheduler_plugin.plugins.defaultpreemption.ordering import (
     pick_one,
     rank,
 )
-from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric, rfc3339
+from tests.unit.scheduler.builders import (
+    T0,
+    default_framework,
+    gang_labels,
+    node,
+    node_metric,
+    pod,
+    pod_metric,
+    rfc3339,
+)
 
 Obj = dict[str, Any]
 PROD, BATCH, FREE = 9000, 5000, 3000
@@ -235,3 +244,46 @@ def test_the_simulation_stays_in_a_cloned_state() -> None:
     assert decision is not None and result.state is not None
     assert result.state.get("NodeResourcesFit/simulated", object) is None
     assert result.state.get("LoadAwareScheduling/simulated", object) is None
+
+
+# ---------------------------------------------------------------------- gangs
+def gang_cluster(hot_node: bool) -> tuple[Framework, Snapshot]:
+    """n1..n3 full with four 1-cpu batch pods each; with `hot_node`, n2 and n3 measure 95 % cpu."""
+    pods = [running(f"b{n}-{i}", f"n{n}", "1", BATCH, T0 - 100 + i) for n in (1, 2, 3) for i in range(4)]
+    metrics = [node_metric("n2", cpu="3800m"), node_metric("n3", cpu="3800m")] if hot_node else []
+    return framework(pods, metrics=metrics)
+
+
+def gang_member(i: int, size: int) -> Obj:
+    return pod(f"g-{i}", "2", "1Gi", priority=PROD, labels=gang_labels("train", size))
+
+
+def test_a_gang_preempts_for_all_its_missing_members_at_once() -> None:
+    fw, snap = gang_cluster(hot_node=False)
+    for i in range(4):
+        snap.upsert_pod(gang_member(i, 4))
+    result, decision = schedule(fw, gang_member(0, 4))
+    assert decision is not None
+    # Four 2-cpu members need eight 1-cpu victims; each member gets a node with room made for it.
+    assert len(decision.best.victims) == 8
+    assert sorted(decision.nominations) == ["default/g-0", "default/g-1", "default/g-2", "default/g-3"]
+    per_node: dict[str, int] = {}
+    for node_name in decision.nominations.values():
+        per_node[node_name] = per_node.get(node_name, 0) + 1
+    victims_per_node: dict[str, int] = {}
+    for victim in decision.best.victims:
+        where = snap.node_of(victim.key) or ""
+        victims_per_node[where] = victims_per_node.get(where, 0) + 1
+    assert {n: 2 * c for n, c in per_node.items()} == victims_per_node
+    assert result.nominated_node_name == decision.nominations["default/g-0"]
+
+
+def test_a_gang_that_cannot_be_completed_preempts_nothing() -> None:
+    # Only n1 can take members (n2, n3 stay over LoadAware's threshold without their pods): two of four.
+    fw, snap = gang_cluster(hot_node=True)
+    for i in range(4):
+        snap.upsert_pod(gang_member(i, 4))
+    result, decision = schedule(fw, gang_member(0, 4))
+    assert decision is None and result.nominated_node_name == ""
+    assert "pod group default/train needs 4 more member(s) placed, only 2 fit even after preemption" \
+        in result.status.message
