@@ -269,9 +269,11 @@ class ControlPlane:
         return kcm
 
     def start_kube_scheduler(
-        self, profiles: list[dict[str, Any]] | None = None, *, name: str = "kube-scheduler", verbosity: int = 1, **config: Any
+        self, profiles: list[dict[str, Any]] | None = None, *, name: str = "kube-scheduler", verbosity: int = 1,
+        extra_args: Sequence[str] = (), **config: Any
     ) -> Component:
-        """The real kube-scheduler with a KubeSchedulerConfiguration built from `profiles` and `config`."""
+        """The real kube-scheduler with a KubeSchedulerConfiguration built from `profiles` and `config`
+        (`extra_args`: more flags, e.g. `--authorization-always-allow-paths=/metrics,...` for a bench)."""
         port = free_port()
         document: dict[str, Any] = {
             "apiVersion": "kubescheduler.config.k8s.io/v1",
@@ -291,6 +293,7 @@ class ControlPlane:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
                 f"--v={verbosity}",
+                *extra_args,
             ],
             self.root / "logs" / f"{name}.log",
         )

@@ -213,3 +213,59 @@ def test_extender_answers_400_to_malformed_bodies_and_keeps_serving(
     status, body = post_json(f"{base}/loadline/filter", {"Pod": pod("p", "default", "x", {}), "NodeNames": []})
     assert status == 200 and body["NodeNames"] == [] and body["Error"] == ""
     assert http_ok(f"{base}/healthz")
+
+
+def test_kube_scheduler_preempts_only_victims_the_extender_accepts(
+    cluster: ControlPlane,
+    namespace: str,
+    kwok_nodes: Callable[..., list[str]],
+    kube_scheduler: Callable[..., Any],
+    extender: Callable[[], str],
+) -> None:
+    """Two full kwok nodes: `hot` holds the cheapest victim (priority 3100) but measures 95 % cpu, and
+    its pod reports no usage of its own, so evicting it leaves hot over LoadAware's 65 %; `cool` holds a
+    dearer victim (5100). kube-scheduler alone would preempt on hot; with the extender's preemptVerb it
+    is told hot's candidate does not work for Loadline, and preempts on cool instead."""
+    from tests.integration.scheduler_support import Api, ApiError, unique, wait_for
+    from tests.integration.test_scheduler_preemption import PROD, filler, priority_classes
+
+    api = Api(cluster)
+    suite = unique("extpre")
+    hot, cool = kwok_nodes(2, prefix=suite, cpu="4", memory="16Gi", labels={"loadline-test": suite})
+    base = extender()
+    asyncio.run(write_node_metrics(cluster.kubeconfig, {hot: ("3800m", "2Gi"), cool: ("500m", "2Gi")}))
+    try:
+        with priority_classes(api, suite, {3100, 5100, PROD}):
+            api.create(f"/api/v1/namespaces/{namespace}/pods",
+                       filler("cheap", namespace, hot, cpu="4", priority_class=f"{suite}-3100"))
+            api.create(f"/api/v1/namespaces/{namespace}/pods",
+                       filler("dear", namespace, cool, cpu="4", priority_class=f"{suite}-5100"))
+            probe = {"Pod": pod("probe", namespace, "x", {}), "Nodes": None, "NodeNames": [hot, cool]}
+            wait_until("the extender to see the NodeMetrics",
+                       lambda: post_json(f"{base}/loadline/filter", probe)[1]["FailedNodes"] == {hot: HOT_REASON}, 30)
+            scheduler = f"ext-{suite}"
+            kube_scheduler([{"schedulerName": scheduler}], extenders=[{
+                "urlPrefix": f"{base}/loadline", "filterVerb": "filter", "preemptVerb": "preempt",
+                "nodeCacheCapable": True, "httpTimeout": "10s"}])
+            prod = pod("prod", namespace, scheduler, {"loadline-test": suite})
+            prod["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2", "memory": "256Mi"}
+            prod["spec"]["priorityClassName"] = f"{suite}-{PROD}"
+            api.create(f"/api/v1/namespaces/{namespace}/pods", prod)
+
+            def gone(name: str) -> bool:
+                try:
+                    api.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
+                except ApiError as exc:
+                    return exc.status == 404
+                return False
+
+            wait_for("prod to be bound", lambda: bool(get_pod(cluster, namespace, "prod")["spec"].get("nodeName")),
+                     timeout=120)
+            assert get_pod(cluster, namespace, "prod")["spec"]["nodeName"] == cool
+            assert gone("dear") and not gone("cheap")
+            with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+                metrics = response.read().decode()
+            assert 'loadline_extender_requests_total{code="200",verb="preempt"}' in metrics
+            assert 'loadline_extender_preempt_candidates_total{result="dropped"} 1.0' in metrics
+    finally:
+        asyncio.run(delete_node_metrics(cluster.kubeconfig, [hot, cool]))
