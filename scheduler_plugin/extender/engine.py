@@ -236,7 +236,7 @@ class ExtenderEngine:
             if entry.pods is not None and len(found) < len(entry.uids):
                 try:
                     found = [PodInfo.from_dict(p) for p in entry.pods]  # full Pods sent: use them as they are
-                except InvalidObjectError as exc:
+                except MalformedObjectError as exc:
                     raise InvalidPod(f"NodeNameToVictims.{name}: {exc}") from None
             if info is None or len(found) != len(entry.uids):
                 metrics.PREEMPT_CANDIDATES.labels("unknown").inc()

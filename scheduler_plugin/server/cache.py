@@ -310,7 +310,7 @@ class ClusterCache:
             return
         try:
             self.snapshot.upsert_disruption_budget(obj)
-        except InvalidObjectError as exc:
+        except MalformedObjectError as exc:
             self.malformed.report("PodDisruptionBudget", f"{namespace}/{name}", obj, exc)
             return
         self.malformed.clear("PodDisruptionBudget", f"{namespace}/{name}")
