@@ -150,6 +150,8 @@ class Snapshot:
         # Pending pods preemption made room for, and where (kube-scheduler's nominator): their
         # requests count as taken there for pods of lower priority until they are placed.
         self.nominations: dict[str, str] = {}
+        # Preemption victims whose eviction was asked for, until their deletion shows up here.
+        self.evicting: set[str] = set()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -425,6 +427,7 @@ class Snapshot:
 
     def remove_pod(self, key: str) -> None:
         self.nominations.pop(key, None)
+        self.evicting.discard(key)
         pod = self.pods.pop(key, None)
         if pod is not None:
             self._unindex(pod)

@@ -29,7 +29,7 @@ from scheduler_plugin.descheduler.evictor import (
 from scheduler_plugin.framework.interfaces import WaitingPods
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
-from scheduler_plugin.plugins.defaultpreemption import NAME, PreemptionDecision
+from scheduler_plugin.plugins.defaultpreemption import NAME, Candidate, PreemptionDecision
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.reporter import Reporter
 
@@ -59,8 +59,11 @@ class PreemptionExecutor:
         outcome = PreemptionOutcome("")
         for candidate in decision.candidates:
             refused = False
-            for victim in candidate.victims:
+            self.mark_terminating(candidate)
+            for i, victim in enumerate(candidate.victims):
                 result = await self._remove(victim, preemptor, waiting)
+                if result.result in (REFUSED, FAILED):
+                    self.snapshot.evicting.difference_update(v.key for v in candidate.victims[i:])
                 if result.result == REFUSED:
                     refused = True
                     log.info("preemption on %s refused for %s: %s", candidate.node_name, victim.key, result.message,
@@ -87,6 +90,11 @@ class PreemptionExecutor:
                      extra=ctx(pod=preemptor.key, node=candidate.node_name, victims=",".join(outcome.victims)))
             return outcome
         return outcome
+
+    def mark_terminating(self, candidate: Candidate) -> None:
+        """The candidate's victims count as terminating from now on (before the evictions and before the
+        watch shows them deleted), so the preemptor and its gang wait instead of preempting again."""
+        self.snapshot.evicting.update(v.key for v in candidate.victims)
 
     async def _remove(self, victim: PodInfo, preemptor: PodInfo, waiting: WaitingPods) -> Outcome:
         if waiting.get(victim.key) is not None:

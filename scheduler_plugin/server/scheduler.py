@@ -309,6 +309,7 @@ class Scheduler:
                 if target is not None:  # (a gang's missing members get room too)
                     self.snapshot.nominate(member, node_name)
                     self.reporter.nominate(target, node_name)
+            self.preemption.mark_terminating(decision.best)  # before the next cycle, not when the task runs
             task = asyncio.get_running_loop().create_task(self._preempt(framework, decision))
             self._preemptions.add(task)
             task.add_done_callback(self._preemptions.discard)

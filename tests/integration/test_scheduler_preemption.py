@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,11 +22,13 @@ import pytest
 from tests.harness.controlplane import ControlPlane
 from tests.integration.scheduler_support import (
     NM_PATH,
+    PG_LABEL,
     SUITE,
     Api,
     ApiError,
     events_for,
     pod,
+    pod_group,
     running_scheduler,
     scheduler_config,
     unique,
@@ -235,3 +238,42 @@ def test_budgets_policy_never_equal_priority_and_load(
         for node in nodes["load"]:
             api.delete(f"{NM_PATH}/{node}")
         api.delete(PDB_PATH.format(namespace) + "/keep-cheap")
+
+
+def test_a_gang_preempts_for_all_its_members_or_none(cluster: ControlPlane, namespace: str, kwok_nodes: Any) -> None:
+    """A 4-pod prod gang (2 cpu each) in PodGroups, two groups of three full nodes:
+    - `all`: every node holds four 1-cpu batch pods: eight of them are evicted, on enough nodes, and
+      all four members bind;
+    - `none`: only one node holds lower-priority pods (room for two members), the others pods of the gang's
+      own priority: nothing is evicted and no member binds."""
+    api = Api(cluster)
+    suite = unique("pregang")
+    groups = {g: kwok_nodes(3, cpu="4", memory="16Gi", labels={SUITE: f"{suite}-{g}"}) for g in ("all", "none")}
+    with priority_classes(api, suite, {5000, PROD}):
+        fillers: dict[str, list[str]] = {"all": [], "none": []}
+        for g, nodes in groups.items():
+            for n, node in enumerate(nodes):
+                value = 5000 if g == "all" or n == 0 else PROD
+                for i in range(4):
+                    name = f"{g}-f{n}{i}"
+                    api.create(f"/api/v1/namespaces/{namespace}/pods",
+                               filler(name, namespace, node, cpu="1", priority_class=f"{suite}-{value}"))
+                    fillers[g].append(name)
+        with running_scheduler(cluster, scheduler_config()):
+            for g in groups:
+                api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+                           pod_group(f"{g}-job", namespace, 4))
+                for i in range(4):
+                    member = preemptor(f"{g}-job-{i}", namespace, f"{suite}-{g}", priority_class=f"{suite}-{PROD}",
+                                       scheduler="loadline-scheduler", cpu="2")
+                    member["metadata"]["labels"] = {PG_LABEL: f"{g}-job"}
+                    api.create(f"/api/v1/namespaces/{namespace}/pods", member)
+            wait_for("the whole gang bound", lambda: all(is_bound(api, namespace, f"all-job-{i}") for i in range(4)),
+                     timeout=180)
+            _, gone = outcome(api, namespace, "all-job-0", fillers["all"])
+            assert len(gone) == 8, gone
+            wait_for("the other gang's FailedScheduling",
+                     lambda: bool(events_for(api, namespace, "none-job-0", "FailedScheduling")))
+            time.sleep(5)  # time enough to (wrongly) evict or bind something
+            assert not any(is_bound(api, namespace, f"none-job-{i}") for i in range(4))
+            assert outcome(api, namespace, "none-job-0", fillers["none"])[1] == []

@@ -107,13 +107,16 @@ class DefaultPreemption:
         """PodEligibleToPreemptOthers."""
         if pod.preempt_never:
             return False, NOT_ELIGIBLE_NEVER
-        nominated = snapshot.node_by_name(pod.nominated_node_name) if pod.nominated_node_name else None
+        # The scheduler's own nomination counts at once; the pod's status follows a moment later.
+        nominated_name = snapshot.nominations.get(pod.key) or pod.nominated_node_name
+        nominated = snapshot.node_by_name(nominated_name) if nominated_name else None
         if nominated is not None:
             unresolvable = diagnosis.rows_rejected_with(Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
             if nominated.index in unresolvable:
                 return True, ""
-            for record in nominated.pods.values():
-                if record.pod.priority < pod.priority and record.pod.deleting:
+            for key, record in nominated.pods.items():
+                terminating = record.pod.deleting or key in snapshot.evicting
+                if record.pod.priority < pod.priority and terminating:
                     return False, NOT_ELIGIBLE_TERMINATING
         return True, ""
 
