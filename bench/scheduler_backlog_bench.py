@@ -3,6 +3,7 @@
     .venv/bin/python bench/scheduler_backlog_bench.py [--nodes 1000 5000] [--pods 5000] [--concurrency 32]
                                                       [--schedulers kube-scheduler loadline] [--seed 7]
                                                       [--timeout 600] [--logs DIR] [--profile-loadline FILE]
+                                                      [--py-spy FILE]
 
 One control plane (etcd, kube-apiserver, kwok — tests/harness) per node count, with kwok nodes of
 32 cpu / 256Gi and a fresh NodeMetric for each (scheduler_e2e_bench's, rewritten every 30 s), so
@@ -37,6 +38,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -123,6 +125,14 @@ SCHEDULERS = {
 
 
 # --------------------------------------------------------------------------- one drain
+def start_py_spy(pid: int, output: str) -> subprocess.Popen[bytes]:
+    """Collapsed stacks of a running process, sampled without stopping it (py-spy: a dev tool, pip install)."""
+    binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    argv = [binary, "record", "--nonblocking", "--format", "raw", "--rate", "200",
+            "--output", str(Path(output).resolve()), "--pid", str(pid)]  # fmt: skip
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 @dataclass
 class DrainResult:
     scheduler: str
@@ -194,6 +204,9 @@ async def drain(
     component.start()
     plane.extra.append(component)
     pid = component.proc.pid if component.proc else None
+    sampler = None
+    if args.py_spy and which.name == LOADLINE and pid is not None:
+        sampler = await asyncio.to_thread(start_py_spy, pid, args.py_spy)
     last_cpu = 0.0
     try:
         deadline = started + args.timeout
@@ -207,6 +220,8 @@ async def drain(
         result.apiserver_cpu = process_cpu_seconds(api_pid) - api0
     finally:
         await asyncio.to_thread(plane.stop_component, component)
+        if sampler is not None:
+            await asyncio.to_thread(sampler.wait, 30)  # py-spy writes its file when the process is gone
     times = sorted(watch.bound.values())
     result.bound = len(times)
     if times:
@@ -306,6 +321,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one scheduler may take to drain")
     parser.add_argument("--logs", metavar="DIR", help="copy the components' logs here before each cluster goes")
     parser.add_argument("--profile-loadline", metavar="FILE", help="run Loadline under cProfile, stats to FILE")
+    parser.add_argument("--py-spy", metavar="FILE", help="sample Loadline with py-spy, collapsed stacks to FILE")
     args = parser.parse_args()
 
     started = time.monotonic()
