@@ -54,7 +54,6 @@ from bench.scheduler_e2e_bench import (
     PODS_PATH,
     PodSpec,
     create_pods,
-    delete_pods,
     percentile,
     pod_object,
     process_cpu_seconds,
@@ -62,7 +61,7 @@ from bench.scheduler_e2e_bench import (
     workload,
     write_node_metrics,
 )
-from common.kube.http import JSON, KubeHTTP
+from common.kube.http import JSON, KubeError, KubeHTTP
 from common.kube.reflector import EventType, Reflector
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port
@@ -235,8 +234,22 @@ async def drain(
         f"apiserver {result.apiserver_cpu:.1f}s",
         flush=True,
     )
-    await delete_pods(http)
+    await delete_all_pods(http)
     return result
+
+
+async def delete_all_pods(http: KubeHTTP) -> None:
+    """Delete the backlog (grace period 0) and wait until it is gone; a loaded API server may take minutes."""
+    with contextlib.suppress(KubeError):  # a slow answer is fine: we wait for the list to empty below
+        await http.request("DELETE", PODS_PATH, params={"gracePeriodSeconds": 0}, timeout_seconds=600,
+                           body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0})  # fmt: skip
+    deadline = time.time() + 900
+    while time.time() < deadline:
+        with contextlib.suppress(KubeError):
+            if not (await http.get(PODS_PATH, limit=1)).get("items"):
+                return
+        await asyncio.sleep(2)
+    raise RuntimeError("the backlog was not deleted within 15 minutes")
 
 
 # --------------------------------------------------------------------------- a cluster per node count
