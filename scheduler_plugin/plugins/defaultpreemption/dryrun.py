@@ -16,42 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.disruption import DisruptionBudget, split_by_violation
+from scheduler_plugin.framework.interfaces import FrameworkHandle
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import Code, Status
 from scheduler_plugin.plugins.defaultpreemption.ordering import VictimSummary, importance_key
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
-
-
-class SimulationHandle(Protocol):
-    """What a dry run needs of the framework."""
-
-    def run_pre_filter_extension_add_pods(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
-    ) -> Status: ...
-
-    def run_pre_filter_extension_remove_pods(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray, pods: Sequence[PodInfo]
-    ) -> Status: ...
-
-    def run_filters(
-        self,
-        state: CycleState,
-        pod: PodInfo,
-        snap: Snapshot,
-        candidates: IndexArray,
-        diagnosis: Diagnosis | None = None,
-        *,
-        excluding: str = "",
-    ) -> tuple[IndexArray, Status]: ...
 
 
 class SimulationError(Exception):
@@ -80,7 +57,7 @@ class DryRun:
 
 
 def select_victims(
-    handle: SimulationHandle,
+    handle: FrameworkHandle,
     state: CycleState,
     pod: PodInfo,
     snapshot: Snapshot,
