@@ -142,6 +142,7 @@ async def kube_postfilter(nodes: int, per_node: int, repeat: int) -> tuple[float
                     del obj["spec"]["priority"], obj["status"], obj["metadata"]["uid"]
                     obj["spec"]["priorityClassName"] = f"p{snap_rng.choice(PRIORITIES)}"
                     obj["spec"]["schedulerName"] = "default-scheduler"
+                    obj["spec"]["containers"][0]["image"] = "fake"
                     objects.append(obj)
             queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
             for obj in objects:
