@@ -298,6 +298,26 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class WatchedResource:
+    """An API resource a plugin reads besides nodes and pods (as Koordinator's LoadAware starts its
+    NodeMetric informer). The scheduler lists and watches every resource its enabled plugins
+    declare and reports a change as the cluster event `event`. NodeMetrics and PodGroups are
+    digested into the snapshot (`Snapshot.upsert_node_metric`, `pod_groups`); objects of any other
+    kind are kept as they came, in `Snapshot.custom_objects[kind]` by "namespace/name" or name."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    event: str
+
+
+@runtime_checkable
+class WatchingPlugin(Plugin, Protocol):
+    def watched_resources(self) -> Sequence[WatchedResource]: ...
+
+
 @runtime_checkable
 class EnqueueExtensions(Plugin, Protocol):
     def events_to_register(self) -> frozenset[str]:

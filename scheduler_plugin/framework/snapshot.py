@@ -146,6 +146,8 @@ class Snapshot:
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
         self._loads: dict[str, NodeMetricDigest] = {}
         self.pod_groups: dict[str, PodGroupDigest] = {}
+        # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
+        self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
         self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
         # Pending pods preemption made room for, and where (kube-scheduler's nominator): their
         # requests count as taken there for pods of lower priority until they are placed.

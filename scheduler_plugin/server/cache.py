@@ -1,4 +1,6 @@
-"""The scheduler's informers: list + watch of nodes, pods, NodeMetrics and PodGroups into the Snapshot.
+"""The scheduler's informers: list + watch of nodes, pods and the resources the enabled plugins
+declare (`WatchedResource`: NodeMetrics for LoadAware, PodGroups for Coscheduling and
+NetworkTopology, anything an out-of-tree plugin names) into the Snapshot.
 
 Each watch event updates the snapshot incrementally and tells the scheduler what
 happened in scheduling terms (a pod became pending, a node was added, a reservation
@@ -10,8 +12,8 @@ was freed, a gang changed), so it can move the pods the event may help.
   its node for a moment.
 * Node updates that change nothing scheduling reads (kubelet/kwok heartbeats, status
   conditions) are dropped before they touch the snapshot.
-* NodeMetric and both PodGroup CRDs may not be installed: their watches start once
-  discovery shows the resource, checked again every `crd_retry_seconds` and logged once.
+* Those CRDs may not be installed: their watches start once discovery shows the
+  resource, checked again every `crd_retry_seconds` and logged once.
 * Objects that do not parse are logged once per version, counted and skipped; for a
   NodeMetric or PodGroup the last readable version stays in effect (a NodeMetric then
   expires by its own updateTime, which is LoadAware's rule for stale data).
@@ -22,20 +24,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from common.api import constants as c
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector, object_key
 from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
+from scheduler_plugin.framework.interfaces import Plugin, WatchedResource, WatchingPlugin
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 
 log = logging.getLogger("loadline.scheduler.cache")
+
+NODE_METRIC_KIND, POD_GROUP_KIND = "NodeMetric", "PodGroup"  # digested into the snapshot's own stores
 
 
 class ClusterListener(Protocol):
@@ -54,24 +57,18 @@ class ClusterListener(Protocol):
         """A PodGroup was created, changed or deleted."""
 
 
-@dataclass(frozen=True, slots=True)
-class CustomResource:
-    group: str
-    version: str
-    plural: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
-    @property
-    def path(self) -> str:
-        return resource_path(self.group, self.version, self.plural)
+def _crd_name(resource: WatchedResource) -> str:
+    return f"{resource.plural}.{resource.group}"
 
 
-NODE_METRICS = CustomResource(c.SLO_GROUP, c.SLO_VERSION, c.NODEMETRIC_PLURAL)
-POD_GROUPS = CustomResource(c.PODGROUP_GROUP, c.PODGROUP_VERSION, c.PODGROUP_PLURAL)
-POD_GROUPS_LEGACY = CustomResource(c.PODGROUP_GROUP_LEGACY, c.PODGROUP_VERSION, c.PODGROUP_PLURAL)
+def watched_by(plugins: Iterable[Plugin]) -> list[WatchedResource]:
+    """The resources the plugins declare, each once, in the order first declared."""
+    out: dict[tuple[str, str, str], WatchedResource] = {}
+    for plugin in plugins:
+        if isinstance(plugin, WatchingPlugin):
+            for resource in plugin.watched_resources():
+                out.setdefault((resource.group, resource.version, resource.plural), resource)
+    return list(out.values())
 
 # What scheduling reads from a Node; anything else changing (heartbeats) is not an event.
 _NODE_FIELDS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status", "allocatable"))
@@ -128,6 +125,7 @@ class ClusterCache:
         listener: ClusterListener,
         malformed: MalformedObjects,
         *,
+        resources: Sequence[WatchedResource] = (),
         crd_retry_seconds: float = 60.0,
     ) -> None:
         self.http = http
@@ -142,19 +140,28 @@ class ClusterCache:
         # Preemption prefers victims whose eviction keeps every PodDisruptionBudget.
         self.budgets = Reflector(http, "/apis/policy/v1/poddisruptionbudgets", name="scheduler-pdbs",
                                  max_backoff_seconds=60)
-        self.crds: dict[CustomResource, Reflector] = {
-            resource: Reflector(http, resource.path, name=f"scheduler-{resource.name}", max_backoff_seconds=60)
-            for resource in (NODE_METRICS, POD_GROUPS, POD_GROUPS_LEGACY)
+        # The resources the enabled plugins watch besides nodes and pods (`WatchedResource`).
+        self.crds: dict[WatchedResource, Reflector] = {
+            resource: Reflector(
+                http, resource_path(resource.group, resource.version, resource.plural),
+                name=f"scheduler-{_crd_name(resource)}", max_backoff_seconds=60,
+            )
+            for resource in resources
         }
-        self.absent: set[CustomResource] = set()  # CRDs discovery says are not installed
+        self.absent: set[WatchedResource] = set()  # CRDs discovery says are not installed
         # Set once a CRD is known to be absent, or once its watch delivered the initial list.
         self._crd_ready = {resource: asyncio.Event() for resource in self.crds}
         self.nodes.add_handler(self._on_node)
         self.pods.add_handler(self._on_pod)
         self.budgets.add_handler(self._on_budget)
-        self.crds[NODE_METRICS].add_handler(self._on_node_metric)
-        self.crds[POD_GROUPS].add_handler(self._pod_group_handler(POD_GROUPS_LEGACY))
-        self.crds[POD_GROUPS_LEGACY].add_handler(self._pod_group_handler(POD_GROUPS))
+        for resource, reflector in self.crds.items():
+            if resource.kind == NODE_METRIC_KIND:
+                reflector.add_handler(self._on_node_metric)
+            elif resource.kind == POD_GROUP_KIND:
+                others = [r for r in self.crds if r.kind == POD_GROUP_KIND and r != resource]
+                reflector.add_handler(self._pod_group_handler(others))
+            else:
+                reflector.add_handler(self._custom_handler(resource))
 
     # ------------------------------------------------------------------ running
     async def run(self) -> None:
@@ -173,7 +180,7 @@ class ClusterCache:
         for ready in self._crd_ready.values():
             await ready.wait()
 
-    async def _installed(self, resource: CustomResource) -> bool | None:
+    async def _installed(self, resource: WatchedResource) -> bool | None:
         """Whether discovery lists the resource; None when the API server cannot tell us now."""
         try:
             found = await self.http.get(f"/apis/{resource.group}/{resource.version}")
@@ -181,7 +188,7 @@ class ClusterCache:
             return False if exc.status in (403, 404) else None
         return any(isinstance(r, Mapping) and r.get("name") == resource.plural for r in found.get("resources") or [])
 
-    async def _run_crd(self, resource: CustomResource) -> None:
+    async def _run_crd(self, resource: WatchedResource) -> None:
         """Watch a CRD while discovery lists it; while it is absent, look again every `crd_retry_seconds`.
 
         Discovery is asked again while watching too: quickly until the first list succeeded
@@ -199,20 +206,20 @@ class ClusterCache:
                 self._crd_ready[resource].set()
                 if not absent_logged:
                     log.warning("CRD %s is not installed; scheduling without it, looking again every %.0fs",
-                                resource.name, self.crd_retry_seconds)
+                                _crd_name(resource), self.crd_retry_seconds)
                     absent_logged = True
                 await asyncio.sleep(self.crd_retry_seconds)
                 continue
             if absent_logged:
-                log.info("CRD %s is installed now; watching it", resource.name)
+                log.info("CRD %s is installed now; watching it", _crd_name(resource))
                 absent_logged = False
             self.absent.discard(resource)
             if await self._watch_while_installed(resource, reflector):
                 absent_logged = True
                 log.warning("CRD %s was removed; scheduling without it, looking again every %.0fs",
-                            resource.name, self.crd_retry_seconds)
+                            _crd_name(resource), self.crd_retry_seconds)
 
-    async def _watch_while_installed(self, resource: CustomResource, reflector: Reflector) -> bool:
+    async def _watch_while_installed(self, resource: WatchedResource, reflector: Reflector) -> bool:
         """Run the watch until discovery stops listing the CRD; True if the watch had synced."""
         ready = self._crd_ready[resource]
 
@@ -316,7 +323,7 @@ class ClusterCache:
         self.malformed.clear("PodDisruptionBudget", f"{namespace}/{name}")
 
     # ------------------------------------------------------------------ PodGroups
-    def _pod_group_handler(self, other: CustomResource) -> Any:
+    def _pod_group_handler(self, others: list[WatchedResource]) -> Any:
         """Both API groups share one namespace/name space in the snapshot; deleting the object
         of one group falls back to the other group's object of the same name, if any."""
 
@@ -327,7 +334,7 @@ class ClusterCache:
             label = f"{key} ({obj.get('apiVersion') or 'unknown version'})"
             if kind == "DELETED":
                 self.malformed.clear("PodGroup", label)
-                fallback = self.crds[other].store.get(key)
+                fallback = next((f for r in others if (f := self.crds[r].store.get(key)) is not None), None)
                 self.snapshot.remove_pod_group(namespace, name)
                 if fallback is not None:
                     with contextlib.suppress(MalformedObjectError):
@@ -340,5 +347,21 @@ class ClusterCache:
                     return
                 self.malformed.clear("PodGroup", label)
             self.listener.gang_changed(key)
+
+        return handle
+
+    # ------------------------------------------------------------------ other resources
+    def _custom_handler(self, resource: WatchedResource) -> Any:
+        """A resource an out-of-tree plugin watches: kept as it came in the snapshot's
+        `custom_objects[kind]`, each change reported as the plugin's event."""
+        objects = self.snapshot.custom_objects.setdefault(resource.kind, {})
+
+        def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
+            key = object_key(obj)
+            if kind == "DELETED":
+                objects.pop(key, None)
+            else:
+                objects[key] = obj
+            self.listener.cluster_event(resource.event)
 
         return handle

@@ -26,7 +26,7 @@ from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.apihealth import ApiHealth
 from scheduler_plugin.server.binder import APIBinder
-from scheduler_plugin.server.cache import ClusterCache
+from scheduler_plugin.server.cache import ClusterCache, watched_by
 from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.http_api import build_app, serve
 from scheduler_plugin.server.options import SchedulerOptions
@@ -63,7 +63,8 @@ class SchedulerProcess:
         )
         self.malformed = MalformedObjects()
         self.cache = ClusterCache(
-            http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds
+            http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds,
+            resources=watched_by(p for f in self.frameworks.values() for p in f.plugins.values()),
         )
         election = options.leader_election
         self.elector = (

@@ -12,11 +12,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.api import constants as c
 from common.api.podgroup import GangRef
+from scheduler_plugin.framework.events import POD_GROUP
+from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import PODS, IndexArray, IntArray, Snapshot
 
 GANG_INDEX = "coscheduling/gang"
+# Both API groups of PodGroup (scheduler-plugins', and the older one Koordinator vendors).
+POD_GROUP_RESOURCES = tuple(
+    WatchedResource("PodGroup", group, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, POD_GROUP)
+    for group in (c.PODGROUP_GROUP, c.PODGROUP_GROUP_LEGACY)
+)
 
 
 def gang_key_of(pod: PodInfo) -> Hashable | None:

@@ -20,7 +20,13 @@ from pydantic import BaseModel
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
 from scheduler_plugin.framework.events import POD_GROUP, RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import FrameworkHandle, PostFilterResult, PreFilterResult, QueuedPodInfo
+from scheduler_plugin.framework.interfaces import (
+    FrameworkHandle,
+    PostFilterResult,
+    PreFilterResult,
+    QueuedPodInfo,
+    WatchedResource,
+)
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -28,6 +34,7 @@ from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.args import CoschedulingArgs
 from scheduler_plugin.plugins.coscheduling.gangs import (
     GANG_INDEX,
+    POD_GROUP_RESOURCES,
     Gang,
     assigned_members,
     gang_key_of,
@@ -58,6 +65,9 @@ class Coscheduling:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> Coscheduling:
         return cls(plugin_args(NAME, args, CoschedulingArgs), handle)
+
+    def watched_resources(self) -> tuple[WatchedResource, ...]:
+        return POD_GROUP_RESOURCES
 
     def events_to_register(self) -> frozenset[str]:
         return RESOURCE_CHANGES | {POD_GROUP}  # the PodGroup changed, or room appeared for the gang

@@ -16,10 +16,18 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from common.api import constants as c
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, PreFilterResult, Rejection
+from scheduler_plugin.framework.interfaces import (
+    ALL_PASS,
+    FilterResult,
+    FrameworkHandle,
+    PreFilterResult,
+    Rejection,
+    WatchedResource,
+)
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.row_delta import RowDelta, row_delta
@@ -35,6 +43,7 @@ from scheduler_plugin.plugins.loadaware.formulas import (
 from scheduler_plugin.plugins.loadaware.table import LoadTable
 
 NAME = "LoadAwareScheduling"
+NODE_METRICS = WatchedResource("NodeMetric", c.SLO_GROUP, c.SLO_VERSION, c.NODEMETRIC_PLURAL, NODE_METRIC)
 REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"
@@ -55,6 +64,9 @@ class LoadAwareScheduling:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> LoadAwareScheduling:
         return cls(plugin_args(NAME, args, LoadAwareSchedulingArgs), handle)
+
+    def watched_resources(self) -> tuple[WatchedResource, ...]:
+        return (NODE_METRICS,)  # Koordinator's LoadAware starts a NodeMetric informer
 
     def events_to_register(self) -> frozenset[str]:
         return RESOURCE_CHANGES | {NODE_METRIC}  # a NodeMetric report (load went down), or room appeared

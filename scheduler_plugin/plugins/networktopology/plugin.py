@@ -21,12 +21,12 @@ from pydantic.alias_generators import to_camel
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import FilterResult, FrameworkHandle, PreFilterResult
+from scheduler_plugin.framework.interfaces import FilterResult, FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
-from scheduler_plugin.plugins.coscheduling.gangs import member_keys, room_per_node
+from scheduler_plugin.plugins.coscheduling.gangs import POD_GROUP_RESOURCES, member_keys, room_per_node
 from scheduler_plugin.plugins.networktopology.formulas import plan_leaf_groups
 
 NAME = "NetworkTopology"
@@ -56,6 +56,9 @@ class NetworkTopology:
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> NetworkTopology:
         return cls(plugin_args(NAME, args, NetworkTopologyArgs), handle)
+
+    def watched_resources(self) -> tuple[WatchedResource, ...]:
+        return POD_GROUP_RESOURCES  # a gang's size may come from its PodGroup
 
     def events_to_register(self) -> frozenset[str]:
         return RESOURCE_CHANGES  # room appeared in a leaf group
