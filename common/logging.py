@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -50,3 +51,13 @@ def setup_logging(level: str = "info", *, json_output: bool = False) -> None:
 def ctx(**values: Any) -> dict[str, Any]:
     """`log.info("published", extra=ctx(node=name, seconds=0.2))`"""
     return {"ctx": values}
+
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def add_log_level_flag(parser: argparse.ArgumentParser, default: str | None = "info", **kwargs: Any) -> None:
+    """`--log-level`, spelled and explained the same in every component."""
+    parser.add_argument(
+        "--log-level", default=default, choices=LOG_LEVELS, help="least severe level logged (default info)", **kwargs
+    )

@@ -20,7 +20,7 @@ from common.config import ConfigError, load_settings
 from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
-from common.logging import setup_logging
+from common.logging import add_log_level_flag, setup_logging
 from manager.controller import Controller
 from manager.server import start_http_server
 from manager.settings import ManagerSettings
@@ -28,13 +28,21 @@ from manager.settings import ManagerSettings
 log = logging.getLogger("loadline.manager")
 
 
+def _default(field: str) -> object:
+    return ManagerSettings.model_fields[field].default
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loadline manager", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--config", type=Path, help="YAML file with settings (flags and LOADLINE_MANAGER_* env win)")
-    p.add_argument("--kubeconfig", type=Path)
-    p.add_argument("--namespace", help="namespace of the ConfigMap and the Lease (default loadline-system)")
-    p.add_argument("--config-map", dest="config_map", help="ConfigMap name (default slo-controller-config)")
-    p.add_argument("--lease-name", dest="lease_name")
+    p.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the in-cluster service account)",
+    )
+    p.add_argument("--namespace", help=f"namespace of the ConfigMap and the Lease (default {_default('namespace')})")
+    p.add_argument("--config-map", dest="config_map", help=f"ConfigMap name (default {_default('config_map')})")
+    p.add_argument("--lease-name", dest="lease_name", help=f"name of the Lease (default {_default('lease_name')})")
     p.add_argument(
         "--leader-elect",
         dest="leader_elect",
@@ -42,21 +50,47 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="elect a leader with a Lease; only the leader writes (default: on)",
     )
-    p.add_argument("--lease-duration", dest="lease_duration_seconds", type=float, metavar="SECONDS")
-    p.add_argument("--renew-deadline", dest="renew_deadline_seconds", type=float, metavar="SECONDS")
-    p.add_argument("--retry-period", dest="retry_period_seconds", type=float, metavar="SECONDS")
-    p.add_argument("--resync", dest="resync_seconds", type=float, metavar="SECONDS")
-    p.add_argument("--workers", type=int)
-    p.add_argument("--bind-address", dest="bind_address")
+    p.add_argument(
+        "--lease-duration",
+        dest="lease_duration_seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"a standby takes over a Lease unrenewed this long (default {_default('lease_duration_seconds')})",
+    )
+    p.add_argument(
+        "--renew-deadline",
+        dest="renew_deadline_seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"the leader steps down if it cannot renew within this (default {_default('renew_deadline_seconds')})",
+    )
+    p.add_argument(
+        "--retry-period",
+        dest="retry_period_seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"how often the Lease is tried or renewed (default {_default('retry_period_seconds')})",
+    )
+    p.add_argument(
+        "--resync",
+        dest="resync_seconds",
+        type=float,
+        metavar="SECONDS",
+        help=f"each node is reconciled at least this often, besides events (default {_default('resync_seconds')})",
+    )
+    p.add_argument("--workers", type=int, help=f"nodes reconciled concurrently, 1-64 (default {_default('workers')})")
+    p.add_argument(
+        "--bind-address", dest="bind_address", help=f"address of the HTTP server (default {_default('bind_address')})"
+    )
     p.add_argument(
         "--port",
         "--metrics-port",
         dest="metrics_port",
         type=int,
-        help="HTTP port of /healthz /readyz /metrics; 0 = off",
+        help=f"HTTP port of /healthz /readyz /metrics; 0 = off (default {_default('metrics_port')})",
     )
-    p.add_argument("--log-level", dest="log_level")
-    p.add_argument("--log-json", dest="log_json", action="store_const", const=True)
+    add_log_level_flag(p, default=None, dest="log_level")
+    p.add_argument("--log-json", dest="log_json", action="store_const", const=True, help="log one JSON object per line")
     return p
 
 
@@ -140,11 +174,20 @@ async def run(settings: ManagerSettings) -> int:
         return None
 
     runner = None
+    address = "off"
     if settings.metrics_port:
-        runner = await start_http_server(settings.bind_address, settings.metrics_port, healthy=healthy, ready=ready)
+        runner, address = await start_http_server(
+            settings.bind_address, settings.metrics_port, healthy=healthy, ready=ready
+        )
     log.info(
         "manager started",
-        extra={"ctx": {"identity": identity, "configmap": f"{settings.namespace}/{settings.config_map}"}},
+        extra={
+            "ctx": {
+                "identity": identity,
+                "configmap": f"{settings.namespace}/{settings.config_map}",
+                "address": address,
+            }
+        },
     )
     stopper = asyncio.create_task(stop.wait(), name="signal")
     status = 0

@@ -7,12 +7,14 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from common.http_server import start_site
+
 
 async def start_http_server(
     host: str, port: int, *, healthy: Callable[[], str | None], ready: Callable[[], str | None]
-) -> web.AppRunner:
-    """Serve until the returned runner is cleaned up. `healthy`/`ready` return None when fine,
-    else the reason, which becomes the 503 body."""
+) -> tuple[web.AppRunner, str]:
+    """Serve until the returned runner is cleaned up; returns it and the bound address. `healthy`/`ready` return
+    None when fine, else the reason, which becomes the 503 body."""
 
     def probe(check: Callable[[], str | None]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def handler(_request: web.Request) -> web.Response:
@@ -31,7 +33,4 @@ async def start_http_server(
     app.router.add_get("/healthz", probe(healthy))
     app.router.add_get("/readyz", probe(ready))
     app.router.add_get("/metrics", metrics_handler)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner
+    return await start_site(app, host, port)

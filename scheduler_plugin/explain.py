@@ -16,11 +16,34 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from scheduler_plugin.server.options import DEFAULT_PORT
 
 DEFAULT_SERVER = f"http://127.0.0.1:{DEFAULT_PORT}"
+
+
+def local_cluster_state_file() -> Path:
+    """Where `make cluster`/`make demo` record the local cluster (kubeconfig, the scheduler's URL, ...)."""
+    cache = os.environ.get("LOADLINE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "loadline"
+    )
+    return Path(cache) / "cluster" / "state.json"
+
+
+def default_server() -> tuple[str, str]:
+    """The scheduler to ask when --server is not given, and where that answer came from."""
+    if url := os.environ.get("LOADLINE_SCHEDULER_URL"):
+        return url, "$LOADLINE_SCHEDULER_URL"
+    state = local_cluster_state_file()
+    try:
+        recorded = json.loads(state.read_text()).get("scheduler_url")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and recorded:
+        return recorded, f"the local cluster ({state})"
+    return DEFAULT_SERVER, "the default"
 
 DESCRIPTION = """\
 Explain a scheduling decision of `loadline scheduler`.
@@ -53,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("pod", metavar="<namespace>/<pod>", help="the pod to explain (a bare name means namespace "
                         "'default')")
-    parser.add_argument("--server", default=os.environ.get("LOADLINE_SCHEDULER_URL", DEFAULT_SERVER),
-                        help="the scheduler's HTTP address (default: $LOADLINE_SCHEDULER_URL, else %(default)s)")
+    parser.add_argument("--server", help="the scheduler's HTTP address (default: $LOADLINE_SCHEDULER_URL, else the "
+                        f"scheduler of the local `make demo`/`make cluster`, else {DEFAULT_SERVER})")
     parser.add_argument("--json", action="store_true", help="print the scheduler's JSON answer as is")
     parser.add_argument("--max-nodes", type=int, default=40,
                         help="print at most this many node lines, 0 for all (default: %(default)s)")
@@ -165,11 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     if not name or "/" in namespace:
         print(f"loadline explain: expected <namespace>/<pod>, got {args.pod!r}", file=sys.stderr)
         return 2
+    server, source = (args.server, "--server") if args.server else default_server()
     try:
-        status, doc = fetch(args.server, namespace, name, args.timeout)
+        status, doc = fetch(server, namespace, name, args.timeout)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        print(f"loadline explain: cannot reach the scheduler at {args.server}: {reason}", file=sys.stderr)
+        print(
+            f"loadline explain: cannot reach the scheduler at {server} (from {source}): {reason}\n"
+            "  pass the scheduler's address with --server URL or set LOADLINE_SCHEDULER_URL",
+            file=sys.stderr,
+        )
         return 1
     if args.json:
         print(json.dumps(doc, indent=2))

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from common.config import ConfigError
-from common.logging import setup_logging
+from common.logging import add_log_level_flag, setup_logging
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.framework.profiles import load_scheduler_config
 from scheduler_plugin.plugins.registry import frameworks_from_config
@@ -75,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="seed of the random choice among nodes with the same best score, as kube-scheduler "
                         "makes it; set it to make placements reproducible in tests and benchmarks (default: "
                         "unseeded)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level_flag(parser)
     parser.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     return parser
 

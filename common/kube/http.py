@@ -55,6 +55,13 @@ class KubeConfigError(ValueError):
     """Neither a usable kubeconfig nor an in-cluster service account: the message says which file and why."""
 
 
+# One remedy, said the same by every component that cannot find its cluster.
+MISSING_CONFIGURATION_HINT = (
+    "pass --kubeconfig FILE or set $KUBECONFIG; in a pod the service account is used (the agent also runs without a "
+    "cluster: --standalone)"
+)
+
+
 async def load_configuration(kubeconfig: str | Path | None = None, context: str | None = None) -> Configuration:
     """kubeconfig path, else $KUBECONFIG / ~/.kube/config, else the in-cluster service account."""
     import os
@@ -72,9 +79,9 @@ async def load_configuration(kubeconfig: str | Path | None = None, context: str 
             await kconfig.load_kube_config(config_file=path, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except (kconfig.ConfigException, OSError) as exc:
+    except Exception as exc:  # ConfigException, OSError, YAML errors: each means "no usable configuration"
         where = f"kubeconfig {path}" if path else "in-cluster service account"
-        raise KubeConfigError(f"{where}: {exc}") from exc
+        raise KubeConfigError(f"{where}: {exc} ({MISSING_CONFIGURATION_HINT})") from exc
     return configuration
 
 

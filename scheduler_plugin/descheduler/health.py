@@ -7,6 +7,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from common.http_server import port_of, start_site
+
 Check = Callable[[], tuple[bool, str]]
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -33,10 +35,5 @@ def health_app(*, healthy: Check, ready: Check) -> web.Application:
 
 async def start_health_server(host: str, port: int, *, healthy: Check, ready: Check) -> tuple[web.AppRunner, int]:
     """Serve until ``runner.cleanup()``; returns the runner and the bound port (``port=0`` picks one)."""
-    runner = web.AppRunner(health_app(healthy=healthy, ready=ready), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host or None, port)
-    await site.start()
-    addresses = runner.addresses
-    bound = int(addresses[0][1]) if addresses else port
-    return runner, bound
+    runner, address = await start_site(health_app(healthy=healthy, ready=ready), host, port)
+    return runner, port_of(address)

@@ -21,7 +21,7 @@ from typing import Any
 
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
-from common.logging import ctx, setup_logging
+from common.logging import add_log_level_flag, ctx, setup_logging
 from scheduler_plugin.descheduler.args import LOADLINE_NAMESPACE, ArgsError, LowNodeLoadArgs
 from scheduler_plugin.descheduler.config import load_args_file
 from scheduler_plugin.descheduler.controller import CONTROLLER_NAME, Descheduler
@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--renew-deadline", type=float, default=10.0, help="seconds")
     p.add_argument("--retry-period", type=float, default=2.0, help="seconds")
     p.add_argument("--once", action="store_true", help="run one round once the caches are synced, then exit")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level_flag(p)
     p.add_argument("--log-json", action="store_true", help="JSON log lines")
     return p
 

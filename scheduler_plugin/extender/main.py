@@ -11,11 +11,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from aiohttp import web
-
 from common.config import ConfigError
+from common.http_server import start_site
 from common.kube.http import KubeHTTP
-from common.logging import setup_logging
+from common.logging import add_log_level_flag, setup_logging
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS
 from scheduler_plugin.extender.cache import ClusterCache
 from scheduler_plugin.extender.engine import ExtenderEngine
@@ -103,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reaches our pod watch, so a burst of pods does not pile onto one cold node; 0 turns this off "
         "(default: %(default)s)",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_log_level_flag(parser)
     parser.add_argument("--log-json", action="store_true", help="log one JSON object per line")
     return parser
 
@@ -131,22 +130,20 @@ async def serve(
     engine = ExtenderEngine(frameworks, snapshot, default_profile=next(iter(frameworks)),
                             assume_seconds=assume_seconds, score_scaling=score_scaling)
     server = ExtenderServer(engine, ready=lambda: cache.synced, prefix=prefix)
-    runner = web.AppRunner(server.app(max_body_bytes), access_log=None)
     stopping = stop or asyncio.Event()
     if stop is None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
-    await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
-        try:
-            await site.start()
-        except OSError as exc:
-            log.error("cannot listen on %s:%d: %s", host, port, exc)
-            return 1
+        runner, address = await start_site(server.app(max_body_bytes), host, port)
+    except OSError as exc:
+        log.error("cannot listen on %s:%d: %s", host, port, exc)
+        await http.close()
+        return 1
+    try:
         cache.start()
-        log.info("extender listening on %s:%d%s (profiles: %s)", host, port, normalize_prefix(prefix) or "/",
+        log.info("extender listening on %s%s (profiles: %s)", address, normalize_prefix(prefix) or "/",
                  ", ".join(frameworks))
         synced = asyncio.create_task(_announce_sync(cache))
         await stopping.wait()

@@ -37,11 +37,3 @@ def build_app(*, ready: Callable[[], bool], is_leader: Callable[[], bool], expla
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/explain/{namespace}/{name}", explain_pod)
     return app
-
-
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    return runner

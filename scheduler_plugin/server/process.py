@@ -15,6 +15,7 @@ import logging
 import signal
 from typing import Any
 
+from common.http_server import start_site
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
 from common.kube.malformed import MalformedObjects
@@ -28,7 +29,7 @@ from scheduler_plugin.server.apihealth import ApiHealth
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import ClusterCache, watched_by
 from scheduler_plugin.server.explain_view import explain_pod
-from scheduler_plugin.server.http_api import build_app, serve
+from scheduler_plugin.server.http_api import build_app
 from scheduler_plugin.server.options import SchedulerOptions
 from scheduler_plugin.server.reporter import Reporter
 from scheduler_plugin.server.scheduler import Scheduler
@@ -98,11 +99,11 @@ class SchedulerProcess:
 
     async def run(self) -> None:
         app = build_app(ready=self.cache.synced, is_leader=self.is_leader, explain=self.explain)
-        runner = await serve(app, self.options.bind_address, self.options.port)
+        runner, address = await start_site(app, self.options.bind_address, self.options.port)
         log.info(
             "serving /healthz /readyz /metrics /explain",
             extra=ctx(
-                address=f"{self.options.bind_address}:{self.options.port}",
+                address=address,
                 identity=self.identity,
                 profiles=",".join(self.frameworks),
             ),

@@ -66,9 +66,11 @@ def up(nodes: int, cpu: str, memory: str, *, with_loadline: bool = False) -> int
         print(f"metrics: agent :{ports['agent']}, manager :{ports['manager']}, scheduler :{ports['scheduler']}, "
               f"descheduler :{ports['descheduler']} (/metrics); logs in {plane.root / 'logs'}", file=sys.stderr)  # fmt: skip
     pids = {c.name: c.proc.pid for c in plane.components() if c.proc is not None}
-    STATE_FILE.write_text(
-        json.dumps({"kubeconfig": str(plane.kubeconfig), "pids": pids, "kubectl": str(plane.binaries["kubectl"])})
-    )
+    state = {"kubeconfig": str(plane.kubeconfig), "pids": pids, "kubectl": str(plane.binaries["kubectl"])}
+    if with_loadline:
+        # `loadline explain` reads this to find the demo's scheduler on its free port
+        state["scheduler_url"] = f"http://127.0.0.1:{ports['scheduler']}"
+    STATE_FILE.write_text(json.dumps(state))
     print(f"export KUBECONFIG={plane.kubeconfig}")
     print(f"alias kubectl={plane.binaries['kubectl']}", file=sys.stderr)
     print("try: kubectl get nodes; kubectl get nodemetrics   (make cluster-down stops it)", file=sys.stderr)

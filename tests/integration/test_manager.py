@@ -397,6 +397,10 @@ def test_nodeslo_per_node_and_a_broken_configmap_keeps_the_last_good_config(plan
         "enable": True, "cpuSuppressThresholdPercent": 45, "cpuSuppressPolicy": "cfsQuota",
         "memoryEvictThresholdPercent": 70, "cpuEvictPolicy": "evictByRealLimit",
     }  # fmt: skip
+    # the printer columns show the watermarks a person looks for
+    header, row = plane.kubectl("get", "nodeslo", "slo-gpu").stdout.splitlines()
+    assert header.split() == ["NAME", "BE", "CPU-SUPPRESS", "SUPPRESS-POLICY", "MEM-EVICT", "AGE"]
+    assert row.split()[:5] == ["slo-gpu", "true", "45", "cfsQuota", "70"]
     versions = {n: get_or_none(plane, "nodeslo", n)["metadata"]["resourceVersion"] for n in ("slo-general", "slo-gpu")}  # type: ignore[index]
 
     # Broken JSON: refused with an event on the ConfigMap and a metric naming the key; NodeSLOs untouched.

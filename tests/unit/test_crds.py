@@ -339,7 +339,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "singular": "nodeslo",
         "scope": "Cluster",
         "shortNames": None,
-        "columns": None,
+        "columns": [
+            ("BE", "boolean", ".spec.resourceUsedThresholdWithBE.enable"),
+            ("CPU-Suppress", "integer", ".spec.resourceUsedThresholdWithBE.cpuSuppressThresholdPercent"),
+            ("Suppress-Policy", "string", ".spec.resourceUsedThresholdWithBE.cpuSuppressPolicy"),
+            ("Mem-Evict", "integer", ".spec.resourceUsedThresholdWithBE.memoryEvictThresholdPercent"),
+            ("CPU-Evict-Satisfaction", "integer", ".spec.resourceUsedThresholdWithBE.cpuEvictBESatisfactionLowerPercent"),
+            ("Age", "date", ".metadata.creationTimestamp"),
+        ],
     },
     PG_X: {
         "group": "scheduling.x-k8s.io",
@@ -415,8 +422,8 @@ def test_printer_columns_point_at_declared_fields(crds: dict[str, Schema], name:
         node = node_at(root, _column_path(col["jsonPath"]))
         if col["type"] == "date":
             assert node.get("format") == "date-time", col
-        elif col["type"] == "integer":
-            assert node.get("type") == "integer", col
+        elif col["type"] in ("integer", "boolean"):
+            assert node.get("type") == col["type"], col
         else:
             assert node.get("type") == "string" or node.get("x-kubernetes-int-or-string"), col
 

@@ -151,7 +151,38 @@ def node_slo_crd() -> CRD:
         spec=node_slo_spec(),
         status=empty_obj("Observed state of the NodeSLO (no fields)."),
         categories=("loadline",),
+        # The watermarks a person checks first: is best-effort colocation on, where BE CPU is suppressed and where
+        # BE pods are evicted. Absent fields print as <none>, which is what they mean (the agent's defaults apply).
+        columns=(
+            PrinterColumn("BE", "boolean", f"{_BE}.enable", "Whether best-effort (batch) colocation is enforced."),
+            PrinterColumn(
+                "CPU-Suppress",
+                "integer",
+                f"{_BE}.cpuSuppressThresholdPercent",
+                "Node CPU usage (% of capacity) above which best-effort pods' CPU is suppressed.",
+            ),
+            PrinterColumn(
+                "Suppress-Policy", "string", f"{_BE}.cpuSuppressPolicy", "How BE CPU is suppressed."
+            ),
+            PrinterColumn(
+                "Mem-Evict",
+                "integer",
+                f"{_BE}.memoryEvictThresholdPercent",
+                "Node memory usage (% of capacity) above which best-effort pods are evicted.",
+            ),
+            PrinterColumn(
+                "CPU-Evict-Satisfaction",
+                "integer",
+                f"{_BE}.cpuEvictBESatisfactionLowerPercent",
+                "BE CPU satisfaction (% of request) below which best-effort pods are evicted.",
+                priority=1,
+            ),
+            AGE,
+        ),
     )
+
+
+_BE = ".spec.resourceUsedThresholdWithBE"
 
 
 def pod_group_x_k8s_crd() -> CRD:
