@@ -61,6 +61,8 @@ def split_by_violation(
 ) -> tuple[list[PodInfo], list[PodInfo]]:
     """(violating, non-violating), each in the given order: a victim violates when some budget
     selecting it would have fewer than zero disruptions left after it and the victims before it."""
+    if not budgets:
+        return [], list(victims)
     left = [b.disruptions_allowed for b in budgets]
     violating: list[PodInfo] = []
     fine: list[PodInfo] = []

@@ -100,7 +100,8 @@ class LoadAwareScheduling:
             return SUCCESS
         t = self.table
         t.sync(snapshot)
-        shares = np.stack([t.contribution(int(i), p) for i, p in zip(rows, pods, strict=True)])
+        contribution = t.contribution
+        shares = np.stack([contribution(i, p) for i, p in zip(rows.tolist(), pods, strict=True)])
         row_delta(state, SIMULATED, snapshot.num_slots, shares.shape[1]).add(rows, shares, sign)
         return SUCCESS
 

@@ -252,19 +252,19 @@ class LoadTable:
         is not there (a nominated pod): its estimate, as for a pod just placed. Zeros for a node
         without a NodeMetric (the filter does not check it). Call `sync` first."""
         r = len(self.resources)
-        out = np.zeros(3 * r, np.int64)
         row = self._state[i] if i < len(self._state) else None
         if row is None or row.load is None:
-            return out
+            return np.zeros(3 * r, np.int64)
         share = row.pods.get(pod.key)
+        if share is not None and share.contribution is not None:
+            return share.contribution
+        out = np.zeros(3 * r, np.int64)
         if share is None:
             estimate = self.estimate(pod)
             out[: 2 * r] = np.tile(estimate, 2)
             if row.prod and pod.koord_priority_class is PriorityClass.PROD:
                 out[2 * r :] = estimate
             return out
-        if share.contribution is not None:
-            return share.contribution
         measured_and_delta = share.delta + (share.usage if share.usage is not None else 0)
         out[:r] = measured_and_delta if row.node_usage is not None else share.estimate
         out[r : 2 * r] = measured_and_delta if row.agg_filter is not None else share.estimate
