@@ -109,3 +109,39 @@ def test_chart_crds_are_the_generated_ones() -> None:
     link = CHART / "crds"
     assert link.is_symlink() and link.resolve() == (REPO_ROOT / "deploy" / "crds").resolve()
     assert sorted(p.name for p in Path(link).glob("*.yaml")) == sorted(p.name for p in (REPO_ROOT / "deploy" / "crds").glob("*.yaml"))
+
+
+def test_agent_privilege_follows_qos_enforcement(cluster: ControlPlane) -> None:
+    def agent(*values: str) -> dict[str, Any]:
+        [ds] = [d for d in rendered(cluster, *values) if d["kind"] == "DaemonSet"]
+        container: dict[str, Any] = ds["spec"]["template"]["spec"]["containers"][0]
+        return container
+
+    default = agent()
+    assert default["securityContext"]["privileged"] is False
+    assert default["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": False} in default["volumeMounts"]
+    assert "--qos-enforcement=true" in default["args"]
+    measuring = agent("--set", "agent.qosEnforcement=false", "--set", "agent.privilegedEnforcement=true")
+    assert measuring["securityContext"]["privileged"] is False  # never privileged only to measure
+    assert {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": True} in measuring["volumeMounts"]
+    assert "--qos-enforcement=false" in measuring["args"]
+    lsm = agent("--set", "agent.privilegedEnforcement=true")
+    assert lsm["securityContext"]["privileged"] is True and "allowPrivilegeEscalation" not in lsm["securityContext"]
+
+
+def test_every_workload_keeps_off_kwok_nodes_and_the_extender_is_optional(cluster: ControlPlane) -> None:
+    docs = rendered(cluster, "--set", "extender.enabled=true")
+    workloads = {d["metadata"]["name"]: d for d in docs if d["kind"] in ("DaemonSet", "Deployment")}
+    assert set(workloads) == {f"loadline-{c}" for c in ("agent", "manager", "scheduler", "descheduler", "extender")}
+    for name, workload in workloads.items():
+        terms = workload["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]  # fmt: skip
+        assert terms == [{"matchExpressions": [{"key": "type", "operator": "NotIn", "values": ["kwok"]}]}], name
+    extender = workloads["loadline-extender"]["spec"]["template"]["spec"]["containers"][0]
+    help_text = subprocess.run([sys.executable, "-m", "common.cli", "extender", "--help"], capture_output=True,
+                               text=True, check=True, cwd=REPO_ROOT).stdout  # fmt: skip
+    assert all(arg.split("=", 1)[0] in help_text for arg in extender["args"])
+    kinds = {f"{d['kind']}/{d['metadata']['name']}" for d in docs}
+    assert {"Service/loadline-extender", "ClusterRole/loadline-extender", "ServiceAccount/loadline-extender"} <= kinds
+    assert not [d for d in rendered(cluster) if "extender" in d["metadata"]["name"]]

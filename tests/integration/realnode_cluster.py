@@ -1,0 +1,196 @@
+"""One cluster with this machine as a real node and Loadline installed from its Helm chart (issue 10).
+
+etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok (two fake nodes beside the real one)
++ containerd/runc/CNI bridge/kubelet (tests/harness/realnode), the Loadline image imported into containerd,
+and `helm install` of deploy/helm/loadline with short intervals. Built once per session by the
+`real_cluster` fixture (tests/integration/conftest.py); torn down, host state included, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
+from tests.harness.processes import Component, free_port
+from tests.harness.realnode import RealNode
+
+CHART = REPO_ROOT / "deploy" / "helm" / "loadline"
+NAMESPACE = "loadline-system"
+RELEASE = "loadline"
+COMPONENTS = ("agent", "manager", "scheduler", "descheduler")
+REPORT_INTERVAL = 3.0  # agent NodeMetric writes, seconds
+AGGREGATE_SECONDS = 15.0  # nodeUsage/podsMetric window
+LEASE = {"duration": 6, "renew": 4, "retry": 1}
+# Thresholds the descheduler never reaches unless a test lowers them (it would evict other tests' pods).
+IDLE_HIGH_THRESHOLDS = {"cpu": 100, "memory": 100}
+
+
+def chart_values(image: str, agent_port: int) -> dict[str, Any]:
+    repository, tag = image.rsplit(":", 1)
+    lease = [f"--lease-duration={LEASE['duration']}", f"--renew-deadline={LEASE['renew']}",
+             f"--retry-period={LEASE['retry']}"]  # fmt: skip
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "sloControllerConfig": {
+            "data": {
+                # The whole node may be reclaimed for batch: other work on this shared machine counts as system
+                # usage and would otherwise leave no batch-cpu at all.
+                "colocation-config": json.dumps(
+                    {
+                        "enable": True,
+                        "cpuReclaimThresholdPercent": 100,
+                        "memoryReclaimThresholdPercent": 100,
+                        "metricAggregateDurationSeconds": int(AGGREGATE_SECONDS),
+                    }
+                ),
+                "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": False}}),
+            }
+        },
+        "agent": {
+            "metricsPort": agent_port,
+            "args": [
+                "--collect-interval-seconds=1",
+                f"--report-interval-seconds={REPORT_INTERVAL:g}",
+                f"--aggregate-duration-seconds={AGGREGATE_SECONDS:g}",
+                "--aggregation-interval-seconds=2",
+                "--publish-qps=5",
+                "--publish-burst=5",
+            ],
+        },
+        "manager": {"args": lease},
+        "scheduler": {"args": lease},
+        "descheduler": {
+            "args": lease,
+            "lowNodeLoad": {
+                "deschedulingInterval": "2s",
+                "lowThresholds": {"cpu": 20, "memory": 30},
+                "highThresholds": IDLE_HIGH_THRESHOLDS,
+                "evictableNamespaces": {"exclude": ["kube-system", NAMESPACE]},
+                "anomalyCondition": {"consecutiveAbnormalities": 1},
+                "nodeMetricExpirationSeconds": 60,
+            },
+        },
+    }
+
+
+@dataclass
+class RealCluster:
+    plane: ControlPlane
+    node: RealNode
+    kwok_nodes: list[str]
+    image: str
+    values_file: Path
+    agent_port: int
+    timings: dict[str, float] = field(default_factory=dict)
+    installed: bool = False
+
+    # --- helm ------------------------------------------------------------------------------------
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [str(self.plane.binary("helm")), f"--kubeconfig={self.plane.kubeconfig}", *args],
+            capture_output=True, text=True, check=False, timeout=timeout,
+            env={"HOME": str(self.plane.root / "helm-home"), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        if check and proc.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+        return proc
+
+    def install(self) -> float:
+        """`helm install` with the test values; returns the seconds until every Loadline pod was Ready."""
+        started = time.monotonic()
+        self.helm("install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace", "--skip-crds",
+                  "-f", str(self.values_file))  # fmt: skip
+        self.installed = True
+        self.wait_all_ready()
+        return time.monotonic() - started
+
+    def upgrade(self, *sets: str) -> None:
+        args = [a for s in sets for a in ("--set", s)]
+        self.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--skip-crds", "--reuse-values", *args)
+
+    def uninstall(self) -> None:
+        self.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=120s")
+        self.installed = False
+
+    # --- pods ------------------------------------------------------------------------------------
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.plane.kubectl(*args, "-o", "json").stdout)
+
+    def pods(self, component: str) -> list[dict[str, Any]]:
+        selector = f"app.kubernetes.io/part-of=loadline,app.kubernetes.io/component={component}"
+        items: list[dict[str, Any]] = self.kubectl_json("get", "pods", "-n", NAMESPACE, "-l", selector)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def wait_all_ready(self, timeout: float = 240) -> None:
+        for component in COMPONENTS:
+            kind = "daemonset" if component == "agent" else "deployment"
+            self.plane.kubectl("rollout", "status", f"{kind}/loadline-{component}", "-n", NAMESPACE,
+                               f"--timeout={int(timeout)}s", timeout=timeout + 10)  # fmt: skip
+
+    def lease_holder(self, name: str) -> str:
+        lease = self.kubectl_json("get", "lease", name, "-n", NAMESPACE)
+        return str(lease["spec"].get("holderIdentity") or "")
+
+    def nodemetric(self, node: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self.kubectl_json("get", "nodemetric", node or self.node.name)
+        return result
+
+    def log_report(self) -> str:
+        pods = self.plane.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
+        logs = []
+        for component in COMPONENTS:
+            proc = self.plane.kubectl("logs", "-n", NAMESPACE, "-l", f"app.kubernetes.io/component={component}",
+                                      "--tail=30", "--prefix", check=False)  # fmt: skip
+            logs.append(f"----- {component} pods -----\n{proc.stdout}{proc.stderr}")
+        return "\n".join([self.plane.log_report(), self.node.log_report(), pods, *logs])
+
+
+def start_real_cluster(image_archive: Path, image: str) -> RealCluster:
+    """Everything up to a Ready real node with the image imported; `install()` is the caller's."""
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+    plane = ControlPlane.start(real_nodes=True)
+    components: list[Component] = []
+    node: RealNode | None = None
+    try:
+        components.append(plane.start_controller_manager())
+        components.append(plane.start_kube_scheduler())
+        components.append(plane.start_kwok())
+        kwok_names = ["kwok-beside-real-0", "kwok-beside-real-1"]
+        plane.apply([fake_node(name, cpu="32", memory="128Gi") for name in kwok_names])
+        timings["control plane"] = time.monotonic() - started
+        node = RealNode.start(plane, images=[image_archive])
+        timings["real node"] = node.startup_seconds
+        agent_port = free_port()
+        values_file = plane.root / "loadline-test-values.yaml"
+        values_file.write_text(yaml.safe_dump(chart_values(image, agent_port)))
+        plane.kubectl("wait", "--for=condition=Ready", "node", *kwok_names, "--timeout=60s")
+        return RealCluster(plane, node, kwok_names, image, values_file, agent_port, timings)
+    except BaseException:
+        if node is not None:
+            node.stop()
+        plane.stop()
+        raise
+
+
+def stop_real_cluster(cluster: RealCluster) -> None:
+    """Uninstall (if a test has not), stop kube-controller-manager first so nothing recreates pods while the
+    node drains, then the node (and its host state), then the control plane."""
+    try:
+        if cluster.installed:
+            cluster.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=60s", check=False)
+        for component in cluster.plane.extra:
+            if component.name == "kube-controller-manager":
+                component.stop()
+    finally:
+        try:
+            cluster.node.stop()
+        finally:
+            cluster.plane.stop()

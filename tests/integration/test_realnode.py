@@ -1,0 +1,492 @@
+"""Loadline as its users run it: `helm install` on a cluster whose node is this machine (issue 10, §2–§4).
+
+The tests run in file order on one cluster (tests/integration/realnode_cluster.py): install first, uninstall
+last. Workload pods run the Loadline image (it has python3; there is no registry to pull anything else).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from common.api.quantity import Quantity
+from tests.harness.realnode import REAL_NODE_LABEL
+from tests.integration.realnode_cluster import (
+    AGGREGATE_SECONDS,
+    IDLE_HIGH_THRESHOLDS,
+    LEASE,
+    NAMESPACE,
+    REPORT_INTERVAL,
+    RealCluster,
+)
+
+pytestmark = pytest.mark.integration
+MiB = 1024**2
+CGROUP = Path("/sys/fs/cgroup")
+
+# Burns CORES of CPU (self-paced on its own CPU time, so the average holds under contention it can win) while
+# holding MIB MiB of touched anonymous memory.
+BURNER = r"""
+import os, time
+cores, mib = float(os.environ["CORES"]), int(os.environ["MIB"])
+held = bytearray(mib * 1024 * 1024)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+print("holding", mib, "MiB, burning", cores, "cores", flush=True)
+cpu0, t0 = time.process_time(), time.monotonic()
+while True:
+    if time.process_time() - cpu0 < cores * (time.monotonic() - t0):
+        for _ in range(20000):
+            pass
+    else:
+        time.sleep(0.002)
+"""
+
+
+# ----------------------------------------------------------------------------- helpers
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+
+
+def burner_pod(name: str, namespace: str, *, cores: float, mib: int, node: str | None = None,
+               labels: dict[str, str] | None = None, priority_class: str | None = None,
+               resources: dict[str, Any] | None = None, scheduler: str | None = None,
+               image: str) -> dict[str, Any]:  # fmt: skip
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "burn",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["python3", "-c", BURNER],
+                "env": [{"name": "CORES", "value": str(cores)}, {"name": "MIB", "value": str(mib)}],
+                "resources": resources or {},
+            }
+        ],
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+    }
+    if node:
+        spec["nodeName"] = node
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = cluster.kubectl_json("get", "pod", name, "-n", namespace)
+    return result
+
+
+def running(cluster: RealCluster, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
+    cluster.plane.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", namespace, f"--timeout={int(timeout)}s",
+                          timeout=timeout + 10)  # fmt: skip
+    return pod(cluster, namespace, name)
+
+
+def update_time(nodemetric: dict[str, Any]) -> float:
+    stamp = (nodemetric.get("status") or {}).get("updateTime")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
+
+
+def cpu_cores(resources: dict[str, Any]) -> float:
+    return Quantity.parse(resources["cpu"]).milli_value() / 1000
+
+
+def memory_bytes(resources: dict[str, Any]) -> float:
+    return float(Quantity.parse(resources["memory"]).value())
+
+
+def host_busy_seconds() -> float:
+    """Busy CPU seconds of the host from /proc/stat: user nice system irq softirq (the agent's definition)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    ticks = sum(int(fields[i]) for i in (0, 1, 2, 5, 6))
+    return ticks / 100.0  # USER_HZ
+
+
+def cgroup_cpu_seconds(path: Path) -> float:
+    return int((path / "cpuacct.usage").read_text()) / 1e9
+
+
+def pod_cgroup(pod_obj: dict[str, Any], controller: str) -> Path:
+    qos = pod_obj["status"]["qosClass"].lower()
+    uid = pod_obj["metadata"]["uid"]
+    parent = CGROUP / controller / "kubepods"
+    return (parent / f"pod{uid}") if qos == "guaranteed" else (parent / qos / f"pod{uid}")
+
+
+def metric(cluster: RealCluster, name: str) -> float | None:
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.agent_port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    return None
+
+
+def holder_pod(cluster: RealCluster, component: str, holder: str) -> str:
+    """The component's pod a Lease holder identity names (identities are `<pod name>_<random>`)."""
+    for p in cluster.pods(component):
+        name = p["metadata"]["name"]
+        if holder == name or holder.startswith(name + "_"):
+            return str(name)
+    return ""
+
+
+@pytest.fixture
+def workload_ns(real_cluster: RealCluster) -> Iterator[str]:
+    name = f"rn-{uuid.uuid4().hex[:6]}"
+    real_cluster.plane.kubectl("create", "namespace", name)
+    # ServiceAccount admission is on: pods wait for kube-controller-manager to create `default`.
+    wait_for("default ServiceAccount", lambda: real_cluster.plane.kubectl(
+        "get", "serviceaccount", "default", "-n", name, check=False).returncode == 0, 30)  # fmt: skip
+    yield name
+    real_cluster.plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
+
+
+# ----------------------------------------------------------------------------- §3 the chart
+def test_helm_install_brings_every_component_up_on_the_real_node(real_cluster: RealCluster) -> None:
+    seconds = real_cluster.install()
+    print(f"\nhelm install -> every Loadline pod Ready: {seconds:.1f}s")
+    real_cluster.timings["helm install to Ready"] = seconds
+    node = real_cluster.node.name
+    for component in ("agent", "manager", "scheduler", "descheduler"):
+        pods = real_cluster.pods(component)
+        assert pods, f"no {component} pod"
+        for p in pods:
+            assert p["spec"]["nodeName"] == node, f"{p['metadata']['name']} on {p['spec'].get('nodeName')}"
+            assert p["spec"]["containers"][0]["image"] == real_cluster.image
+            assert p["status"]["phase"] == "Running"
+    assert len(real_cluster.pods("manager")) == len(real_cluster.pods("scheduler")) == 2
+    # §2: the DaemonSet's pods go to the real node only, never to the kwok nodes beside it.
+    ds = real_cluster.kubectl_json("get", "daemonset", "loadline-agent", "-n", NAMESPACE)
+    assert ds["status"]["desiredNumberScheduled"] == 1 and ds["status"]["numberReady"] == 1
+    # leader election: one holder per leader-elected component, a pod of that component
+    for lease, component in (("loadline-manager", "manager"), ("loadline-scheduler", "scheduler")):
+        holder = wait_for(f"{lease} holder", lambda lease=lease: real_cluster.lease_holder(lease), 30)
+        assert holder_pod(real_cluster, component, holder), f"{lease} held by {holder}, not a {component} pod"
+    # the agent pod runs without privilege, as root with every capability dropped (values.yaml says why)
+    context = real_cluster.pods("agent")[0]["spec"]["containers"][0]["securityContext"]
+    assert context["privileged"] is False and context["capabilities"] == {"drop": ["ALL"]}
+
+
+# ----------------------------------------------------------------------------- §4 measurement
+def test_nodemetric_measures_a_real_pod_and_the_host(real_cluster: RealCluster, workload_ns: str) -> None:
+    cores, mib = 0.5, 200
+    real_cluster.plane.apply(burner_pod(
+        "burner", workload_ns, cores=cores, mib=mib, image=real_cluster.image, priority_class="koord-prod",
+        labels={"koordinator.sh/qosClass": "LS"}, resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
+    ))  # fmt: skip
+    burner = running(real_cluster, workload_ns, "burner")
+    burner_cgroup = pod_cgroup(burner, "cpuacct")
+    # (time, host busy seconds, burner cgroup seconds) every 0.25 s: both recomputed over the agent's own window
+    samples: list[tuple[float, float, float]] = []
+    deadline = time.time() + AGGREGATE_SECONDS + 4 * REPORT_INTERVAL + 30
+    found: tuple[dict[str, Any], dict[str, Any]] | None = None
+    start = time.time()
+    while time.time() < deadline and found is None:
+        samples.append((time.time(), host_busy_seconds(), cgroup_cpu_seconds(burner_cgroup)))
+        time.sleep(0.25)
+        if time.time() - start < AGGREGATE_SECONDS + 2:
+            continue
+        nm = real_cluster.nodemetric()
+        if update_time(nm) - AGGREGATE_SECONDS < start + 1:
+            continue  # the window must lie wholly in the time we sampled
+        entries = [p for p in nm["status"].get("podsMetric") or [] if p.get("name") == "burner"]
+        if entries:
+            found = (nm, entries[0])
+    assert found is not None, "no NodeMetric covering a whole window with the burner in podsMetric"
+    nm, entry = found
+    assert (entry["namespace"], entry["priority"], entry["qos"]) == (workload_ns, "koord-prod", "LS")
+    usage = entry["podUsage"]["resources"]
+    pod_cpu, pod_memory = cpu_cores(usage), memory_bytes(usage)
+    node_cpu = cpu_cores(nm["status"]["nodeMetric"]["nodeUsage"]["resources"])
+    end = update_time(nm)
+
+    def at(t: float, column: int) -> float:  # linear interpolation between the samples around t
+        before = max((s for s in samples if s[0] <= t), key=lambda s: s[0])
+        after = min((s for s in samples if s[0] >= t), key=lambda s: s[0], default=samples[-1])
+        if after[0] == before[0]:
+            return before[column]
+        return before[column] + (after[column] - before[column]) * (t - before[0]) / (after[0] - before[0])
+
+    host_cpu = (at(end, 1) - at(end - AGGREGATE_SECONDS, 1)) / AGGREGATE_SECONDS
+    burner_cpu = (at(end, 2) - at(end - AGGREGATE_SECONDS, 2)) / AGGREGATE_SECONDS
+    print(f"\npodsMetric burner: cpu {pod_cpu:.3f} cores (burns {cores}; its cgroup used {burner_cpu:.3f} in the "
+          f"window), memory {pod_memory / MiB:.1f} MiB (holds {mib} MiB): {(pod_cpu / cores - 1) * 100:+.1f} % / "
+          f"{(pod_memory / (mib * MiB) - 1) * 100:+.1f} %; nodeUsage cpu {node_cpu:.3f} vs /proc/stat "
+          f"{host_cpu:.3f} cores: {(node_cpu / host_cpu - 1) * 100:+.1f} %")  # fmt: skip
+    assert pod_cpu == pytest.approx(burner_cpu, rel=0.10), "podsMetric disagrees with the pod's own cgroup"
+    assert pod_cpu == pytest.approx(cores, rel=0.10), "the burner did not get its CPU (a contended machine?)"
+    assert pod_memory == pytest.approx(mib * MiB, rel=0.10)
+    assert node_cpu == pytest.approx(host_cpu, rel=0.10)
+
+
+# ----------------------------------------------------------------------------- §4 overcommit
+def batch_allocatable(cluster: RealCluster) -> tuple[int, int]:
+    node = cluster.kubectl_json("get", "node", cluster.node.name)
+    allocatable = node["status"].get("allocatable") or {}
+    return int(allocatable.get("kubernetes.io/batch-cpu", "0")), int(
+        Quantity.parse(allocatable.get("kubernetes.io/batch-memory", "0")).value()
+    )
+
+
+def test_manager_overcommits_the_real_node_across_a_kubelet_restart(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    before = wait_for("batch-cpu and batch-memory on the real Node", lambda: all(batch_allocatable(real_cluster))
+                      and batch_allocatable(real_cluster), 60)  # fmt: skip
+    print(f"\nbatch allocatable before the kubelet restart: {before}")
+    real_cluster.node.restart_kubelet()
+    after = wait_for("batch resources back after the kubelet restart", lambda: all(batch_allocatable(real_cluster))
+                     and batch_allocatable(real_cluster), 60)  # fmt: skip
+    print(f"batch allocatable after: {after}")
+    real_cluster.plane.apply({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "batch", "namespace": workload_ns, "labels": {"koordinator.sh/qosClass": "BE"}},
+        "spec": {
+            "priorityClassName": "koord-batch", "terminationGracePeriodSeconds": 0,
+            "nodeSelector": {REAL_NODE_LABEL: "true"},
+            "containers": [{
+                "name": "c", "image": real_cluster.image, "imagePullPolicy": "Never",
+                "command": ["python3", "-c", "import time; time.sleep(3600)"],
+                "resources": {"requests": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "64Mi"},
+                              "limits": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "64Mi"}},
+            }],
+        },
+    })  # fmt: skip
+    batch = running(real_cluster, workload_ns, "batch")
+    assert batch["spec"]["nodeName"] == real_cluster.node.name
+    assert batch["status"]["qosClass"] == "BestEffort"
+
+
+# ----------------------------------------------------------------------------- §4 QoS enforcement
+def set_suppress(cluster: RealCluster, *, enable: bool, threshold: int = 0) -> None:
+    strategy: dict[str, Any] = {"enable": enable}
+    if enable:
+        strategy |= {"cpuSuppressThresholdPercent": threshold, "cpuSuppressPolicy": "cfsQuota"}
+    config = json.dumps({"clusterStrategy": strategy})
+    cluster.plane.kubectl("patch", "configmap", "slo-controller-config", "-n", NAMESPACE, "--type=merge",
+                          "-p", json.dumps({"data": {"resource-threshold-config": config}}))  # fmt: skip
+
+
+def cpu_rate(path: Path, seconds: float) -> float:
+    t0, u0 = time.monotonic(), cgroup_cpu_seconds(path)
+    time.sleep(seconds)
+    return (cgroup_cpu_seconds(path) - u0) / (time.monotonic() - t0)
+
+
+def test_besteffort_pods_are_held_to_the_suppress_target_and_released(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    be_cgroup = CGROUP / "cpuacct" / "kubepods" / "besteffort"
+    quota_file = CGROUP / "cpu" / "kubepods" / "besteffort" / "cpu.cfs_quota_us"
+    image = real_cluster.image
+    real_cluster.plane.apply(burner_pod("be", workload_ns, cores=1.0, mib=8, image=image, priority_class="koord-batch",
+                                        labels={"koordinator.sh/qosClass": "BE"}))  # fmt: skip
+    running(real_cluster, workload_ns, "be")
+    free = cpu_rate(be_cgroup, 4)
+    # An LS pod's load (0.8 core) pushes the 2-core node past a 60 % threshold: suppress = 1.2 - 0.8 - system.
+    real_cluster.plane.apply(burner_pod(
+        "ls", workload_ns, cores=0.8, mib=8, image=image, priority_class="koord-prod",
+        labels={"koordinator.sh/qosClass": "LS"}, resources={"requests": {"cpu": "800m", "memory": "64Mi"}},
+    ))  # fmt: skip
+    running(real_cluster, workload_ns, "ls")
+    set_suppress(real_cluster, enable=True, threshold=60)
+    try:
+        quota = wait_for("a CFS quota on kubepods/besteffort", lambda: (q := int(quota_file.read_text())) > 0 and q, 60)
+        time.sleep(3)  # let the quota settle
+        quota_cores = int(quota_file.read_text()) / 100_000
+        target = metric(real_cluster, "loadline_agent_qos_be_suppress_cores")
+        held = cpu_rate(be_cgroup, 5)
+        print(f"\nBE burner free {free:.3f} cores; with LS load: suppress target {target} cores, quota "
+              f"{quota_cores:.3f} cores (first {quota / 100_000:.3f}), BE cgroup used {held:.3f} cores")  # fmt: skip
+        assert free > 0.6, f"the BE burner should use close to a core before suppression: {free:.3f}"
+        assert held <= quota_cores * 1.10 + 0.02, "the BE cgroup used more CPU than its quota"
+        assert held < free * 0.7, "suppression did not hold the BE pod back"
+        # The load goes away: the target grows, the quota ramps up (or is lifted), the BE pod gets its CPU back.
+        real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s")
+        wait_for("the BE quota raised", lambda: (q := int(quota_file.read_text())) == -1 or q / 100_000 > max(
+            quota_cores * 1.5, 0.7), 60)  # fmt: skip
+        released = cpu_rate(be_cgroup, 4)
+        print(f"after the LS load went: quota {quota_file.read_text().strip()}, BE cgroup used {released:.3f} cores")
+        assert released > held * 1.3
+    finally:
+        set_suppress(real_cluster, enable=False)
+    wait_for("the BE quota lifted", lambda: int(quota_file.read_text()) == -1, 60)
+
+
+# ----------------------------------------------------------------------------- §4 scheduling and draining
+def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: RealCluster, workload_ns: str) -> None:
+    real_cluster.plane.apply(burner_pod("placed", workload_ns, cores=0.01, mib=1, image=real_cluster.image,
+                                        scheduler="loadline-scheduler",
+                                        resources={"requests": {"cpu": "50m", "memory": "32Mi"}}))  # fmt: skip
+    placed = running(real_cluster, workload_ns, "placed", timeout=60)
+    assert placed["spec"]["nodeName"] == real_cluster.node.name
+    events = real_cluster.kubectl_json("get", "events", "-n", workload_ns,
+                                       "--field-selector=involvedObject.name=placed,reason=Scheduled")["items"]  # fmt: skip
+    sources = {e.get("reportingComponent") or (e.get("source") or {}).get("component") for e in events}
+    assert any("loadline" in (s or "") for s in sources), f"Scheduled events from {sources}, none from Loadline"
+
+
+def hot_node_setup(cluster: RealCluster, namespace: str) -> None:
+    """A Deployment pod on the real node; a kwok node with a fresh, idle NodeMetric as somewhere to go."""
+    kwok = cluster.kwok_nodes[0]
+    cluster.plane.apply({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": kwok}})
+    now = datetime.now().astimezone().isoformat(timespec="seconds")
+    idle = {"resources": {"cpu": "100m", "memory": "1Gi"}}
+    cluster.plane.kubectl("patch", "nodemetric", kwok, "--subresource=status", "--type=merge", "-p", json.dumps({
+        "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
+    victim_spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
+                             resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
+    # Preferred, not required: LowNodeLoad only evicts a pod that would fit on another node.
+    del victim_spec["nodeSelector"]
+    victim_spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "preference": {"matchExpressions": [
+            {"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}}  # fmt: skip
+    cluster.plane.apply({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "victim", "namespace": namespace},
+        "spec": {
+            "replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
+            "template": {
+                "metadata": {"labels": {"app": "victim"}},
+                "spec": victim_spec,
+            },
+        },
+    })  # fmt: skip
+    cluster.plane.kubectl("rollout", "status", "deployment/victim", "-n", namespace, "--timeout=60s", timeout=70)
+
+
+def victim_pods(cluster: RealCluster, namespace: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", "app=victim")["items"]
+    return items
+
+
+def descheduler_evictions(cluster: RealCluster) -> dict[tuple[str, str], float]:
+    """loadline_descheduler_evictions_total by (result, reason), summed over the descheduler pods (read from the
+    host, which routes to pod IPs through the CNI bridge)."""
+    totals: dict[tuple[str, str], float] = {}
+    for p in cluster.pods("descheduler"):
+        ip = p["status"].get("podIP")
+        if not ip:
+            continue
+        try:
+            with urllib.request.urlopen(f"http://{ip}:10252/metrics", timeout=3) as response:
+                text = response.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == "loadline_descheduler_evictions_total":
+                    key = (sample.labels["result"], sample.labels["reason"])
+                    totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+def test_helm_upgrade_rolls_the_descheduler_which_drains_a_hot_real_node_respecting_a_pdb(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    hot_node_setup(real_cluster, workload_ns)
+    [victim] = victim_pods(real_cluster, workload_ns)
+    assert victim["spec"]["nodeName"] == real_cluster.node.name
+    real_cluster.plane.apply({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep", "namespace": workload_ns},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}},
+    })  # fmt: skip
+    old_pods = {p["metadata"]["name"] for p in real_cluster.pods("descheduler")}
+    # helm upgrade with a changed value: the config checksum changes, the descheduler pods roll.
+    real_cluster.upgrade(
+        "descheduler.lowNodeLoad.highThresholds.cpu=1", "descheduler.lowNodeLoad.highThresholds.memory=1"
+    )
+    try:
+        real_cluster.plane.kubectl("rollout", "status", "deployment/loadline-descheduler", "-n", NAMESPACE,
+                                   "--timeout=120s", timeout=130)  # fmt: skip
+        new_pods = {p["metadata"]["name"] for p in real_cluster.pods("descheduler")}
+        assert new_pods and not (new_pods & old_pods), "helm upgrade did not roll the descheduler pods"
+        refused = wait_for("an eviction refused by the PDB", lambda: descheduler_evictions(real_cluster).get(
+            ("refused", "disruption budget")), 60)  # fmt: skip
+        assert [p["metadata"]["uid"] for p in victim_pods(real_cluster, workload_ns)] == [victim["metadata"]["uid"]]
+        print(f"\nevictions refused by the PDB: {refused:g}")
+        real_cluster.plane.kubectl("delete", "pdb", "keep", "-n", workload_ns)
+        wait_for("the victim evicted", lambda: victim["metadata"]["uid"] not in {
+            p["metadata"]["uid"] for p in victim_pods(real_cluster, workload_ns)}, 60)  # fmt: skip
+        assert sum(v for (result, _), v in descheduler_evictions(real_cluster).items() if result == "evicted") >= 1
+    finally:
+        real_cluster.upgrade(f"descheduler.lowNodeLoad.highThresholds.cpu={IDLE_HIGH_THRESHOLDS['cpu']}",
+                             f"descheduler.lowNodeLoad.highThresholds.memory={IDLE_HIGH_THRESHOLDS['memory']}")  # fmt: skip
+        real_cluster.wait_all_ready()
+
+
+# ----------------------------------------------------------------------------- §4 restarts
+def test_a_recreated_agent_pod_resumes_nodemetric_updates(real_cluster: RealCluster) -> None:
+    [old] = real_cluster.pods("agent")
+    real_cluster.plane.kubectl("delete", "pod", old["metadata"]["name"], "-n", NAMESPACE, "--wait=true")
+    real_cluster.plane.kubectl("rollout", "status", "daemonset/loadline-agent", "-n", NAMESPACE, "--timeout=60s",
+                               timeout=70)  # fmt: skip
+    ready_at = time.time()
+    before = update_time(real_cluster.nodemetric())
+    wait_for("a NodeMetric update from the new agent pod", lambda: update_time(real_cluster.nodemetric()) > max(
+        before, ready_at - 1), REPORT_INTERVAL + 3, interval=0.2)  # fmt: skip
+    print(f"\nfirst NodeMetric update {time.time() - ready_at:.1f}s after the new agent pod was Ready")
+
+
+@pytest.mark.parametrize("component", ["manager", "scheduler"])
+def test_the_standby_replica_takes_the_lease_when_the_leader_pod_is_deleted(
+    real_cluster: RealCluster, component: str
+) -> None:
+    lease = f"loadline-{component}"
+    leader = wait_for(f"{lease} holder", lambda: real_cluster.lease_holder(lease), 30)
+    leader_pod = holder_pod(real_cluster, component, leader)
+    assert leader_pod, f"{lease} held by {leader}, not a {component} pod"
+    real_cluster.plane.kubectl("delete", "pod", leader_pod, "-n", NAMESPACE, "--wait=false")
+    started = time.monotonic()
+    new = wait_for(
+        "another holder", lambda: (h := real_cluster.lease_holder(lease)) != leader and h, LEASE["duration"] * 4
+    )
+    took = time.monotonic() - started
+    print(f"\n{lease}: {leader} -> {new} in {took:.1f}s")
+    assert holder_pod(real_cluster, component, new) not in ("", leader_pod)
+    real_cluster.wait_all_ready()
+
+
+# ----------------------------------------------------------------------------- §3 uninstall (last)
+def test_helm_uninstall_leaves_nothing_of_loadline(real_cluster: RealCluster) -> None:
+    real_cluster.uninstall()
+    left = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
+                                      "-o", "name").stdout.split()  # fmt: skip
+    assert [n for n in left if "loadline" in n or "slo-controller" in n] == []
+    cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
+                                                "name").stdout.split()  # fmt: skip
+    assert [n for n in cluster_scoped if "loadline" in n or "koord-" in n] == []
+    wait_for(
+        "every Loadline pod gone", lambda: not real_cluster.kubectl_json("get", "pods", "-n", NAMESPACE)["items"], 60
+    )
