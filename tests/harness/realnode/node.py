@@ -28,7 +28,7 @@ from types import FrameType
 from tests.harness import build
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, http_ok, wait_until
-from tests.harness.realnode import containerd
+from tests.harness.realnode import containerd, machinelock
 from tests.harness.realnode.hoststate import HostSnapshot
 from tests.harness.realnode.kubelet import KubeletPorts, kubelet_component
 from tests.harness.realnode.network import host_ip, route_kubernetes_service
@@ -38,6 +38,7 @@ from tests.harness.realnode.pause import PAUSE_IMAGE, pause_archive
 REAL_NODE_LABEL = "loadline.dev/real-node"
 POD_SUBNET = "10.244.77.0/24"
 BRIDGE = "lltest0"  # not cni0: never collide with a bridge of the machine's own
+KUBEPODS_CPU = Path("/sys/fs/cgroup/cpu/kubepods")
 
 
 def _log(msg: str) -> None:
@@ -55,18 +56,35 @@ class RealNode:
     kubelet: Component | None = None
     ports: KubeletPorts | None = None
     startup_seconds: float = 0.0
+    # cpu.shares of kubepods (0: kubelet's own, 1024 per allocatable core). A shared machine's other work runs
+    # beside kubepods at 1024 per busy process; a large weight lets test pods get the CPU they ask for.
+    pods_cpu_weight: int = 0
+    lock: int | None = None  # machinelock file descriptor while the node runs
     restored: list[str] = field(default_factory=list)  # what stop() had to sweep from the host
     leftovers: list[str] = field(default_factory=list)  # what differs from before start() after stop()
     _stopped: bool = False
 
     # --- lifecycle ------------------------------------------------------------------------------
     @classmethod
-    def start(cls, plane: ControlPlane, *, name: str = "loadline-real-0", images: list[Path] | None = None) -> RealNode:
+    def start(
+        cls,
+        plane: ControlPlane,
+        *,
+        name: str = "loadline-real-0",
+        images: list[Path] | None = None,
+        pods_cpu_weight: int = 0,
+    ) -> RealNode:
         started = time.monotonic()
         ensure_packages()
         kubelet_binary = build.ensure(["kubelet"])["kubelet"]
         sandbox = pause_archive()
-        node = cls(plane, name, host_ip(), Path(tempfile.mkdtemp(prefix="loadline-node-")), HostSnapshot.take())
+        lock = machinelock.acquire()
+        try:
+            node = cls(plane, name, host_ip(), Path(tempfile.mkdtemp(prefix="loadline-node-")), HostSnapshot.take())
+        except BaseException:
+            machinelock.release(lock)
+            raise
+        node.lock, node.pods_cpu_weight = lock, pods_cpu_weight
         atexit.register(node.stop)
         _stop_on_sigterm()
         try:
@@ -105,6 +123,9 @@ class RealNode:
             "kubelet /healthz", lambda: http_ok(healthz), timeout, interval=0.2, alive=[self.kubelet, self.containerd]
         )
         wait_until(f"node {self.name} Ready", self.ready, timeout, interval=0.5, alive=[self.kubelet, self.containerd])
+        if self.pods_cpu_weight:
+            # kubelet sizes kubepods' cpu.shares from allocatable once at start; it never resets it.
+            (KUBEPODS_CPU / "cpu.shares").write_text(f"{self.pods_cpu_weight}\n")
 
     def restart_kubelet(self) -> None:
         """Stop and start the kubelet (pods keep running under containerd, as on a real node)."""
@@ -156,6 +177,9 @@ class RealNode:
             )
             if self.leftovers:
                 _log("LEFT BEHIND: " + "; ".join(self.leftovers))
+            if self.lock is not None:
+                machinelock.release(self.lock)
+                self.lock = None
 
     def _drain(self, timeout: float = 30) -> None:
         """Delete every pod bound here and wait until the kubelet has stopped their sandboxes (CNI DEL runs,
