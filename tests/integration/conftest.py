@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import _failed
+from tests.harness.image import ensure_image
 from tests.integration.realnode_cluster import RealCluster, start_real_cluster, stop_real_cluster
 
 
@@ -14,8 +15,6 @@ from tests.integration.realnode_cluster import RealCluster, start_real_cluster, 
 def real_cluster_session() -> Iterator[RealCluster]:
     """This machine as a real node (plus two kwok nodes) with the Loadline image imported; Loadline itself is
     installed by the first real-node test (`helm install` is what it measures)."""
-    from tests.harness.image import ensure_image
-
     image = ensure_image()
     cluster = start_real_cluster(image.archive, image.name)
     print(f"\n[real cluster] {', '.join(f'{k} {v:.1f}s' for k, v in cluster.timings.items())}")

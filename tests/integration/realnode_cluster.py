@@ -166,7 +166,9 @@ def start_real_cluster(image_archive: Path, image: str) -> RealCluster:
         kwok_names = ["kwok-beside-real-0", "kwok-beside-real-1"]
         plane.apply([fake_node(name, cpu="32", memory="128Gi") for name in kwok_names])
         timings["control plane"] = time.monotonic() - started
-        node = RealNode.start(plane, images=[image_archive])
+        # This machine is shared (other test runs, builds): kubepods gets a large CPU weight so the test pods
+        # burn what they are told to (as tests/integration/test_qos_enforcement.py does for its tree).
+        node = RealNode.start(plane, images=[image_archive], pods_cpu_weight=102400)
         timings["real node"] = node.startup_seconds
         agent_port = free_port()
         values_file = plane.root / "loadline-test-values.yaml"
