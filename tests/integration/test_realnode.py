@@ -29,7 +29,8 @@ from tests.integration.realnode_cluster import (
     RealCluster,
 )
 
-pytestmark = pytest.mark.integration
+# The first test also sets up the session's real cluster (and may wait for another real node on this machine).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 MiB = 1024**2
 CGROUP = Path("/sys/fs/cgroup")
 
