@@ -24,6 +24,7 @@ from tests.integration.realnode_cluster import (
     AGGREGATE_SECONDS,
     IDLE_HIGH_THRESHOLDS,
     LEASE,
+    LOW_THRESHOLDS,
     NAMESPACE,
     REPORT_INTERVAL,
     RealCluster,
@@ -270,6 +271,8 @@ def test_manager_overcommits_the_real_node_across_a_kubelet_restart(
     after = wait_for("batch resources back after the kubelet restart", lambda: all(batch_allocatable(real_cluster))
                      and batch_allocatable(real_cluster), 60)  # fmt: skip
     print(f"batch allocatable after: {after}")
+    # What is free for batch follows the node's real load (on a busy machine, little): ask for a quarter of it.
+    batch_cpu = str(max(1, after[0] // 4))
     real_cluster.plane.apply({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "batch", "namespace": workload_ns, "labels": {"koordinator.sh/qosClass": "BE"}},
@@ -279,8 +282,8 @@ def test_manager_overcommits_the_real_node_across_a_kubelet_restart(
             "containers": [{
                 "name": "c", "image": real_cluster.image, "imagePullPolicy": "Never",
                 "command": ["python3", "-c", "import time; time.sleep(3600)"],
-                "resources": {"requests": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "64Mi"},
-                              "limits": {"kubernetes.io/batch-cpu": "100", "kubernetes.io/batch-memory": "64Mi"}},
+                "resources": {"requests": {"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "64Mi"},
+                              "limits": {"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "64Mi"}},
             }],
         },
     })  # fmt: skip
@@ -335,8 +338,13 @@ def test_besteffort_pods_are_held_to_the_suppress_target_and_released(
         assert held < free * 0.7, "suppression did not hold the BE pod back"
         # The load goes away: the target grows, the quota ramps up (or is lifted), the BE pod gets its CPU back.
         real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s")
-        wait_for("the BE quota raised", lambda: (q := int(quota_file.read_text())) == -1 or q / 100_000 > max(
-            quota_cores * 1.5, 0.7), 60)  # fmt: skip
+        try:
+            wait_for("the BE quota raised", lambda: (q := int(quota_file.read_text())) == -1 or q / 100_000 > max(
+                quota_cores * 1.5, 0.7), 60)  # fmt: skip
+        except AssertionError as exc:
+            target = metric(real_cluster, "loadline_agent_qos_be_suppress_cores")
+            raise AssertionError(f"{exc}; suppress target now {target} cores: if that is still below 0, other work "
+                                 "on this machine keeps the node past the threshold") from None  # fmt: skip
         released = cpu_rate(be_cgroup, 4)
         print(f"after the LS load went: quota {quota_file.read_text().strip()}, BE cgroup used {released:.3f} cores")
         assert released > held * 1.3
@@ -425,9 +433,9 @@ def test_helm_upgrade_rolls_the_descheduler_which_drains_a_hot_real_node_respect
     })  # fmt: skip
     old_pods = {p["metadata"]["name"] for p in real_cluster.pods("descheduler")}
     # helm upgrade with a changed value: the config checksum changes, the descheduler pods roll.
-    real_cluster.upgrade(
-        "descheduler.lowNodeLoad.highThresholds.cpu=1", "descheduler.lowNodeLoad.highThresholds.memory=1"
-    )
+    # The real node (this whole machine) is above 2 %; the idle kwok node below 1 %.
+    real_cluster.upgrade(*(f"descheduler.lowNodeLoad.{k}Thresholds.{r}={v}" for k, v in (("low", 1), ("high", 2))
+                           for r in ("cpu", "memory")))  # fmt: skip
     try:
         real_cluster.plane.kubectl("rollout", "status", "deployment/loadline-descheduler", "-n", NAMESPACE,
                                    "--timeout=120s", timeout=130)  # fmt: skip
@@ -442,8 +450,8 @@ def test_helm_upgrade_rolls_the_descheduler_which_drains_a_hot_real_node_respect
             p["metadata"]["uid"] for p in victim_pods(real_cluster, workload_ns)}, 60)  # fmt: skip
         assert sum(v for (result, _), v in descheduler_evictions(real_cluster).items() if result == "evicted") >= 1
     finally:
-        real_cluster.upgrade(f"descheduler.lowNodeLoad.highThresholds.cpu={IDLE_HIGH_THRESHOLDS['cpu']}",
-                             f"descheduler.lowNodeLoad.highThresholds.memory={IDLE_HIGH_THRESHOLDS['memory']}")  # fmt: skip
+        real_cluster.upgrade(*(f"descheduler.lowNodeLoad.{k}Thresholds.{r}={v[r]}" for k, v in (
+            ("low", LOW_THRESHOLDS), ("high", IDLE_HIGH_THRESHOLDS)) for r in ("cpu", "memory")))  # fmt: skip
         real_cluster.wait_all_ready()
 
 
@@ -456,8 +464,10 @@ def test_a_recreated_agent_pod_resumes_nodemetric_updates(real_cluster: RealClus
     ready_at = time.time()
     before = update_time(real_cluster.nodemetric())
     wait_for("a NodeMetric update from the new agent pod", lambda: update_time(real_cluster.nodemetric()) > max(
-        before, ready_at - 1), REPORT_INTERVAL + 3, interval=0.2)  # fmt: skip
-    print(f"\nfirst NodeMetric update {time.time() - ready_at:.1f}s after the new agent pod was Ready")
+        before, ready_at - 1), 60, interval=0.2)  # fmt: skip
+    took = time.time() - ready_at
+    print(f"\nfirst NodeMetric update {took:.1f}s after the new agent pod was Ready (report interval {REPORT_INTERVAL:g}s)")
+    assert took <= REPORT_INTERVAL + 2
 
 
 @pytest.mark.parametrize("component", ["manager", "scheduler"])
@@ -482,12 +492,13 @@ def test_the_standby_replica_takes_the_lease_when_the_leader_pod_is_deleted(
 # ----------------------------------------------------------------------------- §3 uninstall (last)
 def test_helm_uninstall_leaves_nothing_of_loadline(real_cluster: RealCluster) -> None:
     real_cluster.uninstall()
-    left = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
-                                      "-o", "name").stdout.split()  # fmt: skip
-    assert [n for n in left if "loadline" in n or "slo-controller" in n] == []
-    cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
-                                                "name").stdout.split()  # fmt: skip
-    assert [n for n in cluster_scoped if "loadline" in n or "koord-" in n] == []
-    wait_for(
-        "every Loadline pod gone", lambda: not real_cluster.kubectl_json("get", "pods", "-n", NAMESPACE)["items"], 60
-    )
+
+    def left() -> list[str]:
+        names = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
+                                           "-o", "name").stdout.split()  # fmt: skip
+        cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
+                                                    "name").stdout.split()  # fmt: skip
+        return [n for n in names + cluster_scoped if "loadline" in n or "slo-controller" in n or "koord-" in n]
+
+    # helm --wait returns once the workloads are gone; their pods terminate after.
+    wait_for("nothing of Loadline left", lambda: not left() or None, 90)
