@@ -6,7 +6,6 @@ last. Workload pods run the Loadline image (it has python3; there is no registry
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.request
 import uuid
@@ -22,9 +21,7 @@ from common.api.quantity import Quantity
 from tests.harness.realnode import REAL_NODE_LABEL
 from tests.integration.realnode_cluster import (
     AGGREGATE_SECONDS,
-    IDLE_HIGH_THRESHOLDS,
     LEASE,
-    LOW_THRESHOLDS,
     NAMESPACE,
     REPORT_INTERVAL,
     RealCluster,
@@ -292,61 +289,6 @@ def test_manager_overcommits_the_real_node_across_a_kubelet_restart(
     assert batch["status"]["qosClass"] == "BestEffort"
 
 
-# ----------------------------------------------------------------------------- §4 QoS enforcement
-def set_suppress(cluster: RealCluster, *, enable: bool, threshold: int = 0) -> None:
-    strategy: dict[str, Any] = {"enable": enable}
-    if enable:
-        strategy |= {"cpuSuppressThresholdPercent": threshold, "cpuSuppressPolicy": "cfsQuota"}
-    config = json.dumps({"clusterStrategy": strategy})
-    cluster.plane.kubectl("patch", "configmap", "slo-controller-config", "-n", NAMESPACE, "--type=merge",
-                          "-p", json.dumps({"data": {"resource-threshold-config": config}}))  # fmt: skip
-
-
-def cpu_rate(path: Path, seconds: float) -> float:
-    t0, u0 = time.monotonic(), cgroup_cpu_seconds(path)
-    time.sleep(seconds)
-    return (cgroup_cpu_seconds(path) - u0) / (time.monotonic() - t0)
-
-
-def test_besteffort_pods_are_held_to_the_suppress_target_on_real_cgroups(
-    real_cluster: RealCluster, workload_ns: str
-) -> None:
-    be_cgroup = CGROUP / "cpuacct" / "kubepods" / "besteffort"
-    quota_file = CGROUP / "cpu" / "kubepods" / "besteffort" / "cpu.cfs_quota_us"
-    image = real_cluster.image
-    real_cluster.plane.apply(burner_pod("be", workload_ns, cores=1.0, mib=8, image=image, priority_class="koord-batch",
-                                        labels={"koordinator.sh/qosClass": "BE"}))  # fmt: skip
-    running(real_cluster, workload_ns, "be")
-    free = cpu_rate(be_cgroup, 4)
-    # An LS pod's load (0.8 core) pushes the 2-core node past a 60 % threshold: suppress = 1.2 - 0.8 - system.
-    real_cluster.plane.apply(burner_pod(
-        "ls", workload_ns, cores=0.8, mib=8, image=image, priority_class="koord-prod",
-        labels={"koordinator.sh/qosClass": "LS"}, resources={"requests": {"cpu": "800m", "memory": "64Mi"}},
-    ))  # fmt: skip
-    running(real_cluster, workload_ns, "ls")
-    set_suppress(real_cluster, enable=True, threshold=60)
-    try:
-        quota = wait_for("a CFS quota on kubepods/besteffort", lambda: (q := int(quota_file.read_text())) > 0 and q, 60)
-        time.sleep(3)  # let the quota settle
-        quota_cores = int(quota_file.read_text()) / 100_000
-        target = metric(real_cluster, "loadline_agent_qos_be_suppress_cores")
-        held = cpu_rate(be_cgroup, 5)
-        print(f"\nBE burner free {free:.3f} cores; with LS load: suppress target {target} cores, quota "
-              f"{quota_cores:.3f} cores (first {quota / 100_000:.3f}), BE cgroup used {held:.3f} cores")  # fmt: skip
-        assert free > 0.6, f"the BE burner should use close to a core before suppression: {free:.3f}"
-        assert held <= quota_cores * 1.10 + 0.02, "the BE cgroup used more CPU than its quota"
-        assert held < free * 0.7, "suppression did not hold the BE pod back"
-    finally:
-        set_suppress(real_cluster, enable=False)
-        real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s", check=False)
-    # Enforcement off: the quota is lifted and the BE pod gets its CPU back. (That it also comes back when only the
-    # LS load goes away needs a machine whose other work leaves room below the threshold; a shared one may not.)
-    wait_for("the BE quota lifted", lambda: int(quota_file.read_text()) == -1, 60)
-    released = cpu_rate(be_cgroup, 4)
-    print(f"enforcement off: quota -1, BE cgroup used {released:.3f} cores")
-    assert released > max(held * 1.5, 0.3)
-
-
 # ----------------------------------------------------------------------------- §4 scheduling and draining
 def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: RealCluster, workload_ns: str) -> None:
     real_cluster.plane.apply(burner_pod("placed", workload_ns, cores=0.01, mib=1, image=real_cluster.image,
@@ -360,110 +302,7 @@ def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: Real
     assert any("loadline" in (s or "") for s in sources), f"Scheduled events from {sources}, none from Loadline"
 
 
-def hot_node_setup(cluster: RealCluster, namespace: str) -> None:
-    """A Deployment pod on the real node; a kwok node with a fresh, idle NodeMetric as somewhere to go."""
-    kwok = cluster.kwok_nodes[0]
-    cluster.plane.apply({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": kwok}})
-    now = datetime.now().astimezone().isoformat(timespec="seconds")
-    idle = {"resources": {"cpu": "100m", "memory": "1Gi"}}
-    cluster.plane.kubectl("patch", "nodemetric", kwok, "--subresource=status", "--type=merge", "-p", json.dumps({
-        "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
-    victim_spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
-                             resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
-    # Preferred, not required: LowNodeLoad only evicts a pod that would fit on another node.
-    del victim_spec["nodeSelector"]
-    victim_spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
-        "weight": 100, "preference": {"matchExpressions": [
-            {"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}}  # fmt: skip
-    cluster.plane.apply({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "victim", "namespace": namespace},
-        "spec": {
-            "replicas": 1, "selector": {"matchLabels": {"app": "victim"}},
-            "template": {
-                "metadata": {"labels": {"app": "victim"}},
-                "spec": victim_spec,
-            },
-        },
-    })  # fmt: skip
-    cluster.plane.kubectl("rollout", "status", "deployment/victim", "-n", namespace, "--timeout=60s", timeout=70)
-
-
-def victim_pods(cluster: RealCluster, namespace: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", "app=victim")["items"]
-    return items
-
-
-def descheduler_evictions(cluster: RealCluster) -> dict[tuple[str, str], float]:
-    """loadline_descheduler_evictions_total by (result, reason), summed over the descheduler pods (read from the
-    host, which routes to pod IPs through the CNI bridge)."""
-    totals: dict[tuple[str, str], float] = {}
-    for p in cluster.pods("descheduler"):
-        ip = p["status"].get("podIP")
-        if not ip:
-            continue
-        try:
-            with urllib.request.urlopen(f"http://{ip}:10252/metrics", timeout=3) as response:
-                text = response.read().decode()
-        except OSError:
-            continue
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == "loadline_descheduler_evictions_total":
-                    key = (sample.labels["result"], sample.labels["reason"])
-                    totals[key] = totals.get(key, 0.0) + sample.value
-    return totals
-
-
-def test_helm_upgrade_rolls_the_descheduler_which_drains_a_hot_real_node_respecting_a_pdb(
-    real_cluster: RealCluster, workload_ns: str
-) -> None:
-    hot_node_setup(real_cluster, workload_ns)
-    [victim] = victim_pods(real_cluster, workload_ns)
-    assert victim["spec"]["nodeName"] == real_cluster.node.name
-    real_cluster.plane.apply({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep", "namespace": workload_ns},
-        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "victim"}}},
-    })  # fmt: skip
-    old_pods = {p["metadata"]["name"] for p in real_cluster.pods("descheduler")}
-    # helm upgrade with a changed value: the config checksum changes, the descheduler pods roll.
-    # The real node (this whole machine) is above 2 %; the idle kwok node below 1 %.
-    real_cluster.upgrade(*(f"descheduler.lowNodeLoad.{k}Thresholds.{r}={v}" for k, v in (("low", 1), ("high", 2))
-                           for r in ("cpu", "memory")))  # fmt: skip
-    try:
-        real_cluster.plane.kubectl("rollout", "status", "deployment/loadline-descheduler", "-n", NAMESPACE,
-                                   "--timeout=120s", timeout=130)  # fmt: skip
-        new_pods = {p["metadata"]["name"] for p in real_cluster.pods("descheduler")}
-        assert new_pods and not (new_pods & old_pods), "helm upgrade did not roll the descheduler pods"
-        refused = wait_for("an eviction refused by the PDB", lambda: descheduler_evictions(real_cluster).get(
-            ("refused", "disruption budget")), 60)  # fmt: skip
-        assert [p["metadata"]["uid"] for p in victim_pods(real_cluster, workload_ns)] == [victim["metadata"]["uid"]]
-        print(f"\nevictions refused by the PDB: {refused:g}")
-        real_cluster.plane.kubectl("delete", "pdb", "keep", "-n", workload_ns)
-        wait_for("the victim evicted", lambda: victim["metadata"]["uid"] not in {
-            p["metadata"]["uid"] for p in victim_pods(real_cluster, workload_ns)}, 60)  # fmt: skip
-        assert sum(v for (result, _), v in descheduler_evictions(real_cluster).items() if result == "evicted") >= 1
-    finally:
-        real_cluster.upgrade(*(f"descheduler.lowNodeLoad.{k}Thresholds.{r}={v[r]}" for k, v in (
-            ("low", LOW_THRESHOLDS), ("high", IDLE_HIGH_THRESHOLDS)) for r in ("cpu", "memory")))  # fmt: skip
-        real_cluster.wait_all_ready()
-
-
 # ----------------------------------------------------------------------------- §4 restarts
-def test_a_recreated_agent_pod_resumes_nodemetric_updates(real_cluster: RealCluster) -> None:
-    [old] = real_cluster.pods("agent")
-    real_cluster.plane.kubectl("delete", "pod", old["metadata"]["name"], "-n", NAMESPACE, "--wait=true")
-    real_cluster.plane.kubectl("rollout", "status", "daemonset/loadline-agent", "-n", NAMESPACE, "--timeout=60s",
-                               timeout=70)  # fmt: skip
-    ready_at = time.time()
-    before = update_time(real_cluster.nodemetric())
-    wait_for("a NodeMetric update from the new agent pod", lambda: update_time(real_cluster.nodemetric()) > max(
-        before, ready_at - 1), 60, interval=0.2)  # fmt: skip
-    took = time.time() - ready_at
-    print(f"\nfirst NodeMetric update {took:.1f}s after the new agent pod was Ready (report interval {REPORT_INTERVAL:g}s)")
-    assert took <= REPORT_INTERVAL + 2
-
-
 @pytest.mark.parametrize("component", ["manager", "scheduler"])
 def test_the_standby_replica_takes_the_lease_when_the_leader_pod_is_deleted(
     real_cluster: RealCluster, component: str
