@@ -15,13 +15,13 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port, http_ok, wait_until
+from tests.objects import MakeNodeMetric, rfc3339
 
 SCHEDULER_NAME = "loadline-scheduler"
 NM_PATH = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
@@ -90,7 +90,7 @@ class Api:
 
 # --------------------------------------------------------------------------- builders
 def now_rfc3339(offset_seconds: float = 0.0) -> str:
-    return datetime.fromtimestamp(time.time() + offset_seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(time.time() + offset_seconds)
 
 
 def pod(
@@ -146,8 +146,7 @@ def write_node_metric(
         })  # fmt: skip
     current = api.get(f"{NM_PATH}/{node}")
     current["status"] = {
-        "updateTime": update_time or now_rfc3339(),
-        "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": memory}}},
+        **MakeNodeMetric(node).updated(update_time or now_rfc3339()).node_usage(cpu, memory).status(),
         **(extra_status or {}),
     }
     api.replace(f"{NM_PATH}/{node}/status", current)

@@ -17,7 +17,6 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port
+from tests.objects import MakeNodeMetric
 
 pytestmark = pytest.mark.integration
 
@@ -37,27 +37,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------- cluster objects
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 PodUsage = tuple[str, str, int, int]  # namespace, name, cpu millicores, memory bytes
 
 
 def nm_status(pods: list[PodUsage], *, system_cpu: int = 500, system_mem: int = 2 * GiB) -> dict[str, Any]:
     cpu = system_cpu + sum(p[2] for p in pods)
     mem = system_mem + sum(p[3] for p in pods)
-    return {
-        "updateTime": rfc3339(time.time()),
-        "nodeMetric": {
-            "nodeUsage": {"resources": {"cpu": f"{cpu}m", "memory": str(mem)}},
-            "systemUsage": {"resources": {"cpu": f"{system_cpu}m", "memory": str(system_mem)}},
-        },
-        "podsMetric": [
-            {"namespace": ns, "name": name, "podUsage": {"resources": {"cpu": f"{c}m", "memory": str(m)}}}
-            for ns, name, c, m in pods
-        ],
-    }
+    built = MakeNodeMetric("_").updated(time.time()).node_usage(f"{cpu}m", str(mem))
+    built.system(f"{system_cpu}m", str(system_mem)).pods([])
+    for ns, name, c, m in pods:
+        built.pod(ns, name, f"{c}m", str(m))
+    return built.status()
 
 
 def write_nodemetric(cluster: ControlPlane, node: str, status: dict[str, Any]) -> None:

@@ -19,7 +19,6 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import yaml
 from common.kube.http import KubeError, KubeHTTP, resource_path
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port, http_ok, wait_until
+from tests.objects import MakeNodeMetric
 
 pytestmark = pytest.mark.integration
 
@@ -48,10 +48,6 @@ EXTENDER_CONFIG = {
 }
 
 
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 async def write_node_metrics(kubeconfig: Path, usage: dict[str, tuple[str, str]]) -> None:
     """Create each node's NodeMetric (if needed) and PUT its status, updateTime = now."""
     http = await KubeHTTP.connect(kubeconfig)
@@ -65,8 +61,7 @@ async def write_node_metrics(kubeconfig: Path, usage: dict[str, tuple[str, str]]
                 if not exc.is_conflict:
                     raise
                 current = await http.get(f"{NM_PATH}/{name}")
-            current["status"] = {"updateTime": rfc3339(time.time()),
-                                 "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": memory}}}}
+            current["status"] = MakeNodeMetric(name).updated(time.time()).node_usage(cpu, memory).status()
             await http.replace(f"{NM_PATH}/{name}/status", current)
     finally:
         await http.close()

@@ -28,6 +28,7 @@ from common.api.quantity import Quantity
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok
 from tests.integration.scheduler_support import SCHEDULER_NAME, running_scheduler
+from tests.objects import MakeNodeMetric
 
 pytestmark = pytest.mark.integration
 
@@ -118,10 +119,6 @@ def make_nodes(plane: ControlPlane, *nodes: dict[str, Any]) -> None:
     plane.kubectl("wait", "--for=condition=Ready", *(f"node/{n}" for n in names), "--timeout=120s", timeout=130)
 
 
-def rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def write_nodemetric_status(
     plane: ControlPlane,
     node: str,
@@ -131,21 +128,10 @@ def write_nodemetric_status(
     pods: Sequence[tuple[str, str, str, str, str]],  # namespace, name, priority class, cpu, memory
 ) -> None:
     """What the agent writes, through the status subresource."""
-    status = {
-        "updateTime": rfc3339(datetime.now(UTC) - age),
-        "nodeMetric": {
-            "nodeUsage": {"resources": {"cpu": "4", "memory": "20Gi"}},
-            "systemUsage": {"resources": {"cpu": system[0], "memory": system[1]}},
-        },
-        "podsMetric": [
-            {
-                "namespace": ns, "name": name, "priority": priority,
-                "qos": "BE" if priority in ("koord-batch", "koord-free") else "LS",
-                "podUsage": {"resources": {"cpu": cpu, "memory": memory}},
-            }
-            for ns, name, priority, cpu, memory in pods
-        ],
-    }  # fmt: skip
+    built = MakeNodeMetric(node).updated(datetime.now(UTC) - age).node_usage("4", "20Gi").system(*system).pods([])
+    for ns, name, priority, cpu, memory in pods:
+        built.pod(ns, name, cpu, memory, priority=priority, qos="BE" if priority in ("koord-batch", "koord-free") else "LS")
+    status = built.status()
     plane.kubectl(
         "patch", "nodemetric", node, "--subresource=status", "--type=merge", "-p", json.dumps({"status": status})
     )

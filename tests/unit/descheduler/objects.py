@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
+
+from tests.objects import MakeNodeMetric, rfc3339
 
 GiB = 1024**3
 NOW = 1_700_000_000.0
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node_obj(name: str, *, cpu: str = "10", memory: str = "40Gi", labels: dict[str, str] | None = None,
@@ -78,16 +75,10 @@ def nodemetric_obj(
     updated: float | None = NOW - 30,
     rv: str = "1",
 ) -> dict[str, Any]:
-    status: dict[str, Any] = {
-        "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": system_memory}}},
-        "podsMetric": [
-            {"namespace": ns, "name": name, "podUsage": {"resources": {"cpu": cpu, "memory": mem}}}
-            for ns, name, cpu, mem in pods
-        ],
-    }
-    if updated is not None:
-        status["updateTime"] = rfc3339(updated)
-    return {"metadata": {"name": node, "resourceVersion": rv}, "status": status}
+    built = MakeNodeMetric(node).resource_version(rv).system(system_cpu, system_memory).pods([])
+    for ns, name, cpu, mem in pods:
+        built.pod(ns, name, cpu, mem)
+    return built.updated(updated).obj()
 
 
 def store(*objs: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from scheduler_plugin.framework.binder import InMemoryBinder
@@ -10,14 +9,11 @@ from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from tests.objects import MakeNodeMetric, pod_usage, rfc3339
 
 T0 = 1_700_000_000.0  # FakeClock's default start
 GANG_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node(
@@ -118,33 +114,16 @@ def node_metric(
     pods: list[dict[str, Any]] | None = None,
     system: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    resources = {}
-    if cpu is not None:
-        resources["cpu"] = cpu
-    if memory is not None:
-        resources["memory"] = memory
-    node_metric_info: dict[str, Any] = {"nodeUsage": {"resources": resources}}
+    built = MakeNodeMetric(name).report_interval(report_interval).node_usage(cpu, memory).updated(updated)
     if aggregated is not None:
-        node_metric_info["aggregatedNodeUsages"] = aggregated
+        built.aggregated(aggregated)
     if system is not None:
-        node_metric_info["systemUsage"] = {"resources": system}
-    status: dict[str, Any] = {"nodeMetric": node_metric_info, "podsMetric": pods or []}
-    if updated is not None:
-        status["updateTime"] = rfc3339(updated)
-    spec: dict[str, Any] = {}
-    if report_interval is not None:
-        spec = {"metricCollectPolicy": {"reportIntervalSeconds": report_interval}}
-    return {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeMetric",
-        "metadata": {"name": name},
-        "spec": spec,
-        "status": status,
-    }
+        built.system(system.get("cpu"), system.get("memory"))
+    return built.pods(pods or []).obj()
 
 
 def pod_metric(name: str, cpu: str, memory: str = "0", namespace: str = "default", priority: str = "") -> dict[str, Any]:
-    return {"namespace": namespace, "name": name, "priority": priority, "podUsage": {"resources": {"cpu": cpu, "memory": memory}}}
+    return pod_usage(namespace, name, cpu, memory, priority=priority)
 
 
 def pod_group(name: str, min_member: int, *, namespace: str = "default", created: float = T0,
