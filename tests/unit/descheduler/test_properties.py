@@ -80,7 +80,6 @@ def test_round_invariants(
         return math.trunc(HIGH[r] * 0.01 * (by_name[node].allocatable[r] or 0.0))
 
     assert plan.evictions, "the generated cluster has a hot node with movable pods and room for them"
-    assert any(e.node_name == "hot" for e in plan.evictions)
     moved_to: dict[str, dict[str, float]] = {}
     removed_from: dict[str, dict[str, float]] = {}
     per_source: dict[str, int] = {}
