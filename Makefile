@@ -8,10 +8,11 @@ PYTEST_ARGS ?=
 IMAGE ?=
 PUSH ?=
 
-.PHONY: help demo test lint unit integration components image cluster cluster-down crds bench clean
+.PHONY: help demo env test lint unit integration components image cluster cluster-down crds bench clean
 
 help:
-	@echo "make demo          local cluster (etcd, kube-apiserver, kwok fake nodes) with Loadline on it"
+	@echo "make demo          local cluster (this machine as a real node + kwok nodes), Loadline installed with helm, a story"
+	@echo "make env           the line to eval so kubectl, helm and loadline talk to the demo cluster"
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
 	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
@@ -62,14 +63,11 @@ cluster: components
 cluster-down: $(INSTALL_STAMP)
 	@$(PY) -m tests.harness cluster down
 
-demo: components
+demo: components image
 	@$(PY) -m tests.harness cluster up --with-loadline
-	@echo
-	@echo "Loadline is running on a local cluster (kwok fake nodes; usage simulated from pod annotations)."
-	@echo "  kubectl get nm                      # NodeMetrics: CPU, memory, p95 CPU, age"
-	@echo "  kubectl get pods -o wide            # placed by loadline-scheduler"
-	@echo "  .venv/bin/loadline explain default/web-0"
-	@echo "Stop everything with: make cluster-down"
+
+env: $(INSTALL_STAMP)
+	@$(PY) -m tests.harness.demo env
 
 crds: $(INSTALL_STAMP)
 	@$(PY) -m common.api.crdgen

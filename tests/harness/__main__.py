@@ -9,11 +9,11 @@ import signal
 import sys
 import time
 
-from tests.harness import build
+from tests.harness import build, demo
 from tests.harness.controlplane import ControlPlane, fake_node
 
-STATE_DIR = build.cache_root() / "cluster"
-STATE_FILE = STATE_DIR / "state.json"
+STATE_DIR = demo.STATE_DIR
+STATE_FILE = demo.STATE_FILE
 
 
 def _alive(pid: int) -> bool:
@@ -24,10 +24,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def up(nodes: int, cpu: str, memory: str, *, with_loadline: bool = False) -> int:
+def up(nodes: int, cpu: str, memory: str) -> int:
     if STATE_FILE.exists():
         state = json.loads(STATE_FILE.read_text())
-        if any(_alive(pid) for pid in state["pids"].values()):
+        if any(_alive(pid) for pid in state.get("pids", {}).values()) or demo.running_state() is not None:
             print(
                 f"a cluster is already running; export KUBECONFIG={state['kubeconfig']}  (make cluster-down stops it)"
             )
@@ -49,22 +49,6 @@ def up(nodes: int, cpu: str, memory: str, *, with_loadline: bool = False) -> int
     started = time.monotonic()
     plane.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s")
     print(f"==> {nodes} nodes Ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
-    if with_loadline:
-        from tests.harness import demo
-
-        print("==> starting Loadline: manager, agent --simulate, scheduler, descheduler", file=sys.stderr)
-        ports = demo.start_loadline(plane, STATE_DIR / "config")
-        print("==> waiting for the first NodeMetrics from the simulated agent", file=sys.stderr)
-        reported = demo.wait_for_nodemetrics(plane, nodes)
-        print(f"==> {reported}/{nodes} nodes have a NodeMetric; creating a workload for loadline-scheduler", file=sys.stderr)
-        # Before its first report a node's NodeMetric has no updateTime, and LoadAwareScheduling (Koordinator's
-        # default filterExpiredNodeMetrics) treats it as expired: seed the pods once every node has reported.
-        demo.seed_workload(plane)
-        demo.wait_for_scheduled(plane)
-        print(plane.kubectl("get", "nodemetrics").stdout, file=sys.stderr)
-        print(plane.kubectl("get", "pods", "-o", "wide").stdout, file=sys.stderr)
-        print(f"metrics: agent :{ports['agent']}, manager :{ports['manager']}, scheduler :{ports['scheduler']}, "
-              f"descheduler :{ports['descheduler']} (/metrics); logs in {plane.root / 'logs'}", file=sys.stderr)  # fmt: skip
     pids = {c.name: c.proc.pid for c in plane.components() if c.proc is not None}
     state = {"kubeconfig": str(plane.kubeconfig), "pids": pids, "kubectl": str(plane.binaries["kubectl"])}
     if with_loadline:
@@ -82,6 +66,11 @@ def down() -> int:
         print("no local cluster is running")
         return 0
     state = json.loads(STATE_FILE.read_text())
+    if "keeper" in state:  # make demo's cluster: its keeper drains the real node and restores the host
+        if demo.running_state() is not None:
+            demo.stop_keeper(state)
+        STATE_FILE.unlink(missing_ok=True)
+        return 0
     for name, pid in sorted(state["pids"].items(), key=lambda kv: (kv[0] == "etcd", kv[0] == "kube-apiserver")):
         if _alive(pid):
             try:
@@ -117,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     cluster = sub.add_parser("cluster", help="start or stop a local cluster with kwok fake nodes")
     cluster.add_argument("action", choices=["up", "down", "status"])
-    cluster.add_argument("--with-loadline", action="store_true", help="also run Loadline's components and a demo workload")
+    cluster.add_argument("--with-loadline", action="store_true",
+                         help="make demo: a real node beside kwok nodes, Loadline installed with helm, and a story")  # fmt: skip
     cluster.add_argument("--nodes", type=int, default=10, help="number of kwok fake nodes (default 10)")
     cluster.add_argument("--node-cpu", default="32", help="CPU capacity of each fake node (default 32)")
     cluster.add_argument("--node-memory", default="256Gi", help="memory capacity of each fake node (default 256Gi)")
@@ -125,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "build":
         return build.main([])
+    if args.action == "up" and args.with_loadline:
+        return demo.up(min(args.nodes, 3))
     if args.action == "up":
-        return up(args.nodes, args.node_cpu, args.node_memory, with_loadline=args.with_loadline)
+        return up(args.nodes, args.node_cpu, args.node_memory)
     if args.action == "down":
         return down()
     return status()

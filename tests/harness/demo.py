@@ -1,114 +1,456 @@
-"""`make demo`: a local cluster with the whole of Loadline running on it.
+"""`make demo`: Loadline installed with its Helm chart on a local cluster whose node is this machine.
 
-etcd + kube-apiserver + kwok (fake nodes) from the harness, then Loadline's own processes
-against it: the manager (NodeMetrics, batch resources, NodeSLOs), the agent in --simulate
-mode (NodeMetrics for every kwok node from the pods' declared usage), the scheduler and
-the LowNodeLoad descheduler. A small workload is scheduled by Loadline so there is
-something to look at. Everything keeps running until `make cluster-down`.
+A detached keeper process (`python -m tests.harness.demo serve`) owns the cluster: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kwok with fake nodes, and this machine as a real node
+(tests/harness/realnode: containerd, runc, CNI bridge, kubelet) with Loadline's image imported. It stays up
+until `make cluster-down` sends it SIGTERM, then drains the node and puts the host back as it found it.
+The simulated agent that writes NodeMetrics for the kwok nodes is a host process of the keeper.
+
+The foreground process builds the image, starts the keeper, `helm install`s deploy/helm/loadline (every
+Loadline pod runs on the real node from the image) and plays a short story, printing what happens.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
+import shutil
+import signal
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import yaml
 
-from tests.harness.controlplane import REPO_ROOT, ControlPlane
+from tests.harness import build
+from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port
 
+STATE_DIR = build.cache_root() / "cluster"
+STATE_FILE = STATE_DIR / "state.json"
+KEEPER_LOG = STATE_DIR / "keeper.log"
+CHART = REPO_ROOT / "deploy" / "helm" / "loadline"
 NAMESPACE = "loadline-system"
-SLO_CONFIG = {
-    "colocation-config": json.dumps(
-        {"enable": True, "metricReportIntervalSeconds": 10, "metricAggregateDurationSeconds": 60}
-    ),
-    "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": True}}),
-}
-DESCHEDULER_ARGS = {
-    "deschedulingInterval": "30s",
+RELEASE = "loadline"
+COMPONENTS = ("agent", "manager", "scheduler", "descheduler")
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+REAL_NODE_LABEL = "loadline.dev/real-node"
+KWOK_CPU = 16
+DESCHEDULER = {
+    "deschedulingInterval": "5s",
     "lowThresholds": {"cpu": 30, "memory": 40},
     "highThresholds": {"cpu": 70, "memory": 80},
     "evictableNamespaces": {"exclude": ["kube-system", NAMESPACE]},
-    "anomalyCondition": {"consecutiveAbnormalities": 3},
+    "anomalyCondition": {"consecutiveAbnormalities": 2},
     "nodeMetricExpirationSeconds": 120,
 }
 
 
-def _loadline(plane: ControlPlane, name: str, *args: str) -> Component:
-    component = Component(
-        f"loadline-{name}",
-        [sys.executable, "-m", "common.cli", name, f"--kubeconfig={plane.kubeconfig}", *args],
-        plane.root / "logs" / f"loadline-{name}.log",
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-    )
-    component.start()
-    plane.extra.append(component)
-    return component
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
-def _workload(count: int) -> list[dict[str, Any]]:
-    pods = []
-    for i in range(count):
-        cpu = ["500m", "1", "2"][i % 3]
-        pods.append({
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": f"web-{i}",
-                "namespace": "default",
-                "labels": {"app": "web"},
-                # the simulated agent draws this pod's usage around these means
-                "annotations": {"loadline.io/simulated-cpu": str(0.2 + (i % 5) * 0.4), "loadline.io/simulated-memory": "1Gi"},
-            },
-            "spec": {
-                "schedulerName": "loadline-scheduler",
-                "containers": [{"name": "web", "image": "demo", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
-            },
-        })  # fmt: skip
-    return pods
+# --- the keeper (detached) ------------------------------------------------------------------------
+def serve(image_archive: Path, nodes: int) -> int:
+    """Start the cluster, write STATE_FILE, and keep everything running until SIGTERM."""
+
+    def _exit(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
+    signal.signal(signal.SIGINT, _exit)
+    from tests.harness.realnode import RealNode
+
+    root = STATE_DIR / "root"
+    shutil.rmtree(root, ignore_errors=True)
+    plane = ControlPlane.start(root, keep_root=True, real_nodes=True)
+    node: RealNode | None = None
+    try:
+        plane.start_controller_manager()
+        plane.start_kube_scheduler()
+        plane.start_kwok()
+        kwok = [f"kwok-node-{i}" for i in range(nodes)]
+        plane.apply([fake_node(n, cpu=str(KWOK_CPU), memory="64Gi", taints=[KWOK_TAINT]) for n in kwok])
+        _say(f"[keeper] control plane and {nodes} kwok nodes up; starting the real node")
+        node = RealNode.start(plane, images=[image_archive])
+        _say(f"[keeper] real node {node.name} Ready in {node.startup_seconds:.1f}s")
+        simulated = Component(
+            "loadline-agent-simulate",
+            [sys.executable, "-m", "common.cli", "agent", "--simulate", f"--kubeconfig={plane.kubeconfig}",
+             f"--metrics-port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
+             "--aggregate-duration-seconds=30", "--simulate-burstiness=0.05"],
+            plane.root / "logs" / "loadline-agent-simulate.log",
+            env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        simulated.start()
+        plane.extra.append(simulated)
+        bindir = STATE_DIR / "bin"
+        bindir.mkdir(exist_ok=True)
+        for name in ("kubectl", "helm"):
+            link = bindir / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(plane.binary(name))
+        loadline = bindir / "loadline"
+        loadline.unlink(missing_ok=True)
+        loadline.symlink_to(Path(sys.executable).parent / "loadline")
+        state = {"keeper": os.getpid(), "kubeconfig": str(plane.kubeconfig), "bin": str(bindir),
+                 "node": node.name, "kwok": kwok, "logs": str(plane.root / "logs")}  # fmt: skip
+        STATE_FILE.write_text(json.dumps(state))
+        while True:
+            time.sleep(3600)
+    finally:
+        _say("[keeper] stopping: draining the real node, then the control plane")
+        try:
+            if node is not None:
+                node.stop()
+                kinds = sorted({item.split()[0] for item in node.restored})
+                _say(f"[keeper] host swept: {len(node.restored)} items ({', '.join(kinds) or 'nothing'})")
+                if node.leftovers:
+                    _say(f"[keeper] LEFT BEHIND: {'; '.join(node.leftovers)}")
+        finally:
+            plane.stop()
+            STATE_FILE.unlink(missing_ok=True)
+            _say("[keeper] stopped")
 
 
-def start_loadline(plane: ControlPlane, config_dir: Path) -> dict[str, int]:
-    """Start Loadline's processes against the plane; returns their HTTP ports by name."""
-    config_dir.mkdir(parents=True, exist_ok=True)
-    plane.kubectl("create", "namespace", NAMESPACE, check=False)
-    plane.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "slo-controller-config", "namespace": NAMESPACE},
-                 "data": SLO_CONFIG})  # fmt: skip
-    descheduler_config = config_dir / "lownodeload.yaml"
-    descheduler_config.write_text(yaml.safe_dump(DESCHEDULER_ARGS))
-    ports = {name: free_port() for name in ("manager", "agent", "scheduler", "descheduler")}
-    _loadline(plane, "manager", f"--namespace={NAMESPACE}", f"--port={ports['manager']}")
-    _loadline(plane, "agent", "--simulate", f"--metrics-port={ports['agent']}", "--collect-interval-seconds=1",
-              "--report-interval-seconds=10", "--aggregate-duration-seconds=60", "--aggregate-windows=1m,5m,10m")  # fmt: skip
-    _loadline(plane, "scheduler", f"--port={ports['scheduler']}", f"--lease-namespace={NAMESPACE}")
-    _loadline(plane, "descheduler", f"--config={descheduler_config}", f"--port={ports['descheduler']}",
-              f"--lease-namespace={NAMESPACE}")  # fmt: skip
-    return ports
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
-def seed_workload(plane: ControlPlane, count: int = 12) -> None:
-    plane.apply(_workload(count))
+def running_state() -> dict[str, Any] | None:
+    if not STATE_FILE.exists():
+        return None
+    state: dict[str, Any] = json.loads(STATE_FILE.read_text())
+    return state if "keeper" in state and _alive(int(state["keeper"])) else None
 
 
-def wait_for_nodemetrics(plane: ControlPlane, nodes: int, timeout: float = 90) -> int:
+def env_lines(state: dict[str, Any]) -> str:
+    return f"export KUBECONFIG={state['kubeconfig']} PATH={state['bin']}:$PATH"
+
+
+def stop_keeper(state: dict[str, Any], timeout: float = 180) -> None:
+    pid = int(state["keeper"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    reported = 0
-    while time.monotonic() < deadline:
-        items = json.loads(plane.kubectl("get", "nodemetrics", "-o", "json").stdout)["items"]
-        reported = sum(1 for item in items if (item.get("status") or {}).get("updateTime"))
-        if reported >= nodes:
-            break
-        time.sleep(2)
-    return reported
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if _alive(pid):
+        _say(f"the keeper (pid {pid}) did not stop in {timeout:.0f}s; see {KEEPER_LOG}")
+        return
+    tail = [line for line in KEEPER_LOG.read_text(errors="replace").splitlines() if "[keeper]" in line]
+    for line in tail[-3:]:
+        _say(line)
 
 
-def wait_for_scheduled(plane: ControlPlane, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pods = json.loads(plane.kubectl("get", "pods", "-n", "default", "-o", "json").stdout)["items"]
-        if pods and all((p.get("spec") or {}).get("nodeName") for p in pods):
-            return
+# --- the foreground: image, keeper, helm, story ---------------------------------------------------
+class Demo:
+    def __init__(self, state: dict[str, Any]) -> None:
+        self.state = state
+        self.env = dict(os.environ, KUBECONFIG=state["kubeconfig"], PATH=f"{state['bin']}:{os.environ['PATH']}")
+        self.node = str(state["node"])
+        self.kwok: list[str] = list(state["kwok"])
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 120) -> str:
+        proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} failed:\n{proc.stdout}{proc.stderr}")
+        return proc.stdout
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> str:
+        return self.run("kubectl", *args, check=check, timeout=timeout)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", *args, "-o", "json"))
+
+    def apply(self, objects: list[dict[str, Any]]) -> None:
+        proc = subprocess.run(["kubectl", "apply", "-f", "-"], env=self.env, input=yaml.safe_dump_all(objects),
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"kubectl apply failed:\n{proc.stdout}{proc.stderr}")
+
+    def wait(self, what: str, check: Callable[[], bool], timeout: float, interval: float = 1.0) -> bool:
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                if check():
+                    _say(f"      ✓ {what} ({time.monotonic() - started:.0f}s)")
+                    return True
+            time.sleep(interval)
+        _say(f"      ✗ {what}: not within {timeout:.0f}s")
+        return False
+
+    def pods(self, selector: str, namespace: str = "default") -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    # --- install ---------------------------------------------------------------------------------
+    def install(self, image: str) -> float:
+        repository, tag = image.rsplit(":", 1)
+        values = {
+            "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+            "sloControllerConfig": {"data": {
+                "colocation-config": json.dumps({"enable": True, "cpuReclaimThresholdPercent": 100,
+                                                 "memoryReclaimThresholdPercent": 100,
+                                                 "metricAggregateDurationSeconds": 30}),
+                "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": True}}),
+            }},
+            "agent": {"metricsPort": free_port(), "args": ["--report-interval-seconds=5",
+                                                         "--aggregate-duration-seconds=30"]},
+            "descheduler": {"lowNodeLoad": DESCHEDULER},
+        }  # fmt: skip
+        values_file = STATE_DIR / "values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        started = time.monotonic()
+        self.run("helm", "upgrade", "--install", RELEASE, str(CHART), "-n", NAMESPACE, "--create-namespace",
+                 "-f", str(values_file))  # fmt: skip
+        for component in COMPONENTS:
+            kind = "daemonset" if component == "agent" else "deployment"
+            self.kubectl("rollout", "status", f"{kind}/loadline-{component}", "-n", NAMESPACE, "--timeout=300s",
+                         timeout=320)  # fmt: skip
+        return time.monotonic() - started
+
+    # --- the story -------------------------------------------------------------------------------
+    def _pod(self, name: str, *, cpu: str, sim_cpu: float, node: str, labels: dict[str, str] | None = None,
+             priority: str = "koord-prod") -> dict[str, Any]:  # fmt: skip
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": labels or {"app": name},
+                         "annotations": {"loadline.io/simulated-cpu": str(sim_cpu),
+                                         "loadline.io/simulated-memory": "1Gi"}},
+            "spec": {"schedulerName": "loadline-scheduler", "priorityClassName": priority,
+                     "nodeSelector": {"type": "kwok", **({"kubernetes.io/hostname": node} if node else {})},
+                     "tolerations": [KWOK_TOLERATION],
+                     "containers": [{"name": "c", "image": "simulated",
+                                     "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]},
+        }  # fmt: skip
+
+    def _deployment(self, name: str, replicas: int, *, cpu: str, sim_cpu: float, node: str = "") -> dict[str, Any]:
+        template = self._pod(name, cpu=cpu, sim_cpu=sim_cpu, node=node)
+        return {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {k: v for k, v in template["metadata"].items() if k != "name"},
+                                  "spec": template["spec"]}},
+        }  # fmt: skip
+
+    def batch_cpu(self, node: str) -> int:
+        obj = self.get("node", node)
+        return int(obj["status"].get("allocatable", {}).get("kubernetes.io/batch-cpu", "0"))
+
+    def story(self, image: str) -> dict[str, bool]:
+        seen: dict[str, bool] = {}
+        _say("\n[1/4] A service arrives: deployment web, 3 replicas of koord-prod on the kwok nodes, "
+             "placed by loadline-scheduler")  # fmt: skip
+        self.apply([self._deployment("web", 3, cpu="2", sim_cpu=1.0)])
+        seen["service"] = self.wait("web: 3 pods Running", lambda: sum(
+            p["status"].get("phase") == "Running" for p in self.pods("app=web")) == 3, 90)  # fmt: skip
+
+        _say("\n[2/4] A batch job arrives: 2 koord-batch pods requesting kubernetes.io/batch-cpu, the overcommitted "
+             "CPU the manager computed from each node's measured idle CPU (the real node preferred)")  # fmt: skip
+        seen["batch-cpu"] = self.wait("the manager put kubernetes.io/batch-cpu on the nodes",
+                                      lambda: self.batch_cpu(self.node) > 0 and self.batch_cpu(self.kwok[0]) > 0,
+                                      120)  # fmt: skip
+        for node in [self.node, *self.kwok]:
+            _say(f"      {node}: batch-cpu {self.batch_cpu(node)} (milli-cores) allocatable")
+        prefer_real = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
+            "matchExpressions": [{"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}  # fmt: skip
+        job = {
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch-report", "namespace": "default"},
+            "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
+                "metadata": {"labels": {"app": "batch-report", "koordinator.sh/qosClass": "BE"},
+                             "annotations": {"loadline.io/simulated-cpu": "0.5"}},
+                "spec": {"schedulerName": "loadline-scheduler", "priorityClassName": "koord-batch",
+                         "restartPolicy": "Never", "tolerations": [KWOK_TOLERATION],
+                         "affinity": {"nodeAffinity": prefer_real},
+                         "containers": [{"name": "work", "image": image, "imagePullPolicy": "Never",
+                                         "command": ["python3", "-c", "import time\nend = time.time() + 20\n"
+                                                     "while time.time() < end: pass\nprint('report done')"],
+                                         "resources": {"requests": {"kubernetes.io/batch-cpu": "500",
+                                                                    "kubernetes.io/batch-memory": "256Mi"},
+                                                       "limits": {"kubernetes.io/batch-cpu": "500",
+                                                                  "kubernetes.io/batch-memory": "256Mi"}}}]}}},
+        }  # fmt: skip
+        self.apply([job])
+        seen["batch"] = self.wait("batch-report: 2 pods Running on batch-cpu", lambda: sum(
+            p["status"].get("phase") in ("Running", "Succeeded") for p in self.pods("app=batch-report")) == 2,
+            120)  # fmt: skip
+        for p in self.pods("app=batch-report"):
+            where = "this machine, for real" if p["spec"].get("nodeName") == self.node else "a kwok node (simulated)"
+            _say(f"      {p['metadata']['name']} on {p['spec'].get('nodeName')}: {where}")
+        # The real node takes batch pods only when this machine has idle CPU: on a busy machine its batch-cpu
+        # is near 0 and LoadAware keeps pods off it (usage over 65 %).
+
+        _say("\n[3/4] A gang job (3 pods × 8 CPU, all or nothing) arrives while warm-up pods fill the kwok nodes")
+        self.apply(
+            [
+                self._pod(f"warmup-{i}", cpu="10", sim_cpu=2.0, node=n, labels={"role": "warmup"})
+                for i, n in enumerate(self.kwok)
+            ]
+        )
+        self.wait("warm-up pods Running", lambda: sum(
+            p["status"].get("phase") == "Running" for p in self.pods("role=warmup")) == len(self.kwok), 60)  # fmt: skip
+        gang_labels = {"app": "train", "pod-group.scheduling.sigs.k8s.io/name": "train",
+                       "pod-group.scheduling.sigs.k8s.io/min-available": "3"}  # fmt: skip
+        self.apply([self._pod(f"train-{i}", cpu="8", sim_cpu=1.0, node="", labels=gang_labels) for i in range(3)])
+        time.sleep(10)
+        bound = [p for p in self.pods("app=train") if p["spec"].get("nodeName")]
+        seen["gang-waits"] = not bound
+        _say(f"      {'✓' if not bound else '✗'} after 10s: {len(bound)} of 3 gang pods bound (no room for all 3)")
+        _say("      the warm-up finishes: deleting the warm-up pods")
+        self.kubectl("delete", "pods", "-l", "role=warmup", "--wait=false")
+        seen["gang"] = self.wait("train: all 3 gang pods bound", lambda: sum(
+            bool(p["spec"].get("nodeName")) for p in self.pods("app=train")) == 3, 90)  # fmt: skip
+        times = sorted(c["lastTransitionTime"] for p in self.pods("app=train")
+                       for c in p["status"].get("conditions", []) if c["type"] == "PodScheduled")  # fmt: skip
+        if times:
+            _say(f"      bound at {times[0]} … {times[-1]}")
+
+        hot = self.kwok[-1]
+        _say(f"\n[4/4] {hot} runs hot: a cruncher deployment there uses ~{KWOK_CPU * 0.85:.0f} of {KWOK_CPU} CPUs; "
+             f"LowNodeLoad drains it")  # fmt: skip
+        # Two cruncher pods start pinned to the hot node; a ReplicaSet without the pin then adopts them, so a
+        # pod the descheduler evicts comes back wherever loadline-scheduler finds room.
+        crunch = KWOK_CPU * 0.85 / 2
+        self.apply(
+            [
+                self._pod(f"cruncher-{i}", cpu="1", sim_cpu=crunch, node=hot, labels={"app": "cruncher"})
+                for i in range(2)
+            ]
+        )
+        self.wait(f"cruncher: 2 pods Running on {hot}", lambda: sum(
+            p["status"].get("phase") == "Running" for p in self.pods("app=cruncher")) == 2, 90)  # fmt: skip
+        rs = self._deployment("cruncher", 2, cpu="1", sim_cpu=crunch)
+        rs["kind"] = "ReplicaSet"
+        self.apply([rs])
+        seen["hot"] = self.wait(f"NodeMetric of {hot} above the 70% high threshold", lambda: self.node_cpu(hot) > 0.7,
+                                90)  # fmt: skip
+        seen["drained"] = self.wait(f"the descheduler evicted a pod from {hot}", lambda: self.evicted_from(hot), 180)
+        return seen
+
+    def node_cpu(self, node: str) -> float:
+        usage = str(self.get("nodemetric", node)["status"]["nodeMetric"]["nodeUsage"]["cpu"])
+        cores = float(usage[:-1]) / 1000 if usage.endswith("m") else float(usage)
+        return cores / KWOK_CPU
+
+    def evicted_from(self, node: str) -> bool:
+        """A Descheduled event (Koordinator's, on the evicted pod) naming the node."""
+        events = self.get("events", "-n", "default", "--field-selector", "reason=Descheduled")["items"]
+        hits = [e for e in events if f'node "{node}"' in (e.get("message") or "")]
+        for e in hits:
+            _say(f"      {e['involvedObject']['name']}: {e['message']}")
+        return bool(hits)
+
+
+def up(nodes: int) -> int:
+    from tests.harness.image import ImageError, ensure_image
+
+    if (state := running_state()) is not None:
+        _say("a demo cluster is already running (make cluster-down stops it)")
+        print(env_lines(state))
+        return 0
+    started = time.monotonic()
+    _say("==> [1/4] Loadline's image (make image)")
+    try:
+        image = ensure_image()
+    except ImageError as exc:
+        _say(f"error: {exc}")
+        return 1
+    _say(f"    {image.name}: {image.size / 2**20:.0f} MiB, {image.archive}")
+    _say("==> [2/4] cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, "
+         "and this machine as a real node (containerd, runc, CNI bridge, kubelet)")  # fmt: skip
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    STATE_FILE.unlink(missing_ok=True)
+    with KEEPER_LOG.open("w") as log:
+        keeper = subprocess.Popen(
+            [sys.executable, "-m", "tests.harness.demo", "serve", "--image-archive", str(image.archive),
+             "--nodes", str(nodes)],
+            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    while running_state() is None:
+        if keeper.poll() is not None:
+            _say(f"the cluster did not start (log {KEEPER_LOG}):\n" + "\n".join(
+                KEEPER_LOG.read_text(errors="replace").splitlines()[-40:]))  # fmt: skip
+            return 1
         time.sleep(1)
+    state = running_state()
+    assert state is not None
+    _say(f"    cluster up in {time.monotonic() - started:.0f}s (keeper pid {keeper.pid}, log {KEEPER_LOG})")
+    demo = Demo(state)
+    try:
+        _say("==> [3/4] helm install loadline deploy/helm/loadline (image from the real node's containerd)")
+        seconds = demo.install(image.name)
+        _say(f"    every Loadline pod Ready {seconds:.0f}s after helm install:")
+        _say(demo.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide"))
+        _say("==> [4/4] the story")
+        seen = demo.story(image.name)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        _say(f"error: {exc}\nthe cluster keeps running for a look; make cluster-down stops it")
+        print(env_lines(state))
+        return 1
+    _say("\n==> what happened")
+    _say(demo.kubectl("get", "nodes", "-L", "type"))
+    _say(demo.kubectl("get", "nm"))
+    _say(demo.kubectl("get", "pods", "-A", "-o", "wide"))
+    marks = {True: "✓", False: "✗"}
+    _say("story: " + ", ".join(f"{step} {marks[ok]}" for step, ok in seen.items()))
+    _say(f"first run to here: {time.monotonic() - started:.0f}s\n")
+    _say("look around (the line below sets KUBECONFIG and puts kubectl, helm and loadline on PATH; "
+         "`make env` prints it again):")  # fmt: skip
+    _say('  eval "$(make -s env)"')
+    _say(
+        "  kubectl get nm                               # NodeMetrics: real node from the agent pod, kwok nodes simulated"
+    )
+    _say(f"  kubectl get node {state['node']} -o jsonpath='{{.status.allocatable}}'   # batch-cpu, batch-memory")
+    _say("  kubectl get pods -n loadline-system -o wide  # Loadline, from its chart, on the real node")
+    _say("  helm list -n loadline-system")
+    _say("  kubectl get events --field-selector reason=Evicted")
+    _say("  loadline explain default/train-0 --server http://<scheduler pod IP>:10251")
+    _say("make cluster-down stops everything and puts the host back as it was.")
+    print(env_lines(state))
+    return 0 if all(seen.values()) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.harness.demo")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = sub.add_parser("serve", help="(internal) the detached process that owns the demo cluster")
+    serve_cmd.add_argument("--image-archive", type=Path, required=True)
+    serve_cmd.add_argument("--nodes", type=int, default=3)
+    up_cmd = sub.add_parser("up", help="start the demo cluster, install Loadline with helm, play the story")
+    up_cmd.add_argument("--nodes", type=int, default=3)
+    sub.add_parser("down", help="stop the demo cluster")
+    sub.add_parser("env", help="print the line that points kubectl and helm at the demo cluster")
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args.image_archive, args.nodes)
+    if args.command == "up":
+        return up(args.nodes)
+    state = running_state()
+    if args.command == "env":
+        if state is None:
+            _say("no demo cluster is running (make demo starts one)")
+            return 1
+        print(env_lines(state))
+        return 0
+    if state is None:
+        _say("no demo cluster is running")
+        return 0
+    stop_keeper(state)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
