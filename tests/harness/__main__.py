@@ -14,14 +14,7 @@ from tests.harness.controlplane import ControlPlane, fake_node
 
 STATE_DIR = demo.STATE_DIR
 STATE_FILE = demo.STATE_FILE
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+_alive = demo.pid_alive
 
 
 def up(nodes: int, cpu: str, memory: str) -> int:
@@ -93,6 +86,13 @@ def status() -> int:
         print("no local cluster is running")
         return 1
     state = json.loads(STATE_FILE.read_text())
+    if "keeper" in state:
+        alive = demo.running_state() is not None
+        print(
+            f"make demo's cluster: keeper pid {state['keeper']} {'running' if alive else 'DEAD'}, log {demo.KEEPER_LOG}"
+        )
+        print(demo.env_lines(state))
+        return 0 if alive else 1
     for name, pid in state["pids"].items():
         print(f"{name:16} pid {pid:7}  {'running' if _alive(pid) else 'DEAD'}")
     print(f"export KUBECONFIG={state['kubeconfig']}")

@@ -120,7 +120,7 @@ def serve(image_archive: Path, nodes: int) -> int:
             _say("[keeper] stopped")
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -132,7 +132,7 @@ def running_state() -> dict[str, Any] | None:
     if not STATE_FILE.exists():
         return None
     state: dict[str, Any] = json.loads(STATE_FILE.read_text())
-    return state if "keeper" in state and _alive(int(state["keeper"])) else None
+    return state if "keeper" in state and pid_alive(int(state["keeper"])) else None
 
 
 def env_lines(state: dict[str, Any]) -> str:
@@ -144,9 +144,9 @@ def stop_keeper(state: dict[str, Any], timeout: float = 180) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.5)
-    if _alive(pid):
+    if pid_alive(pid):
         _say(f"the keeper (pid {pid}) did not stop in {timeout:.0f}s; see {KEEPER_LOG}")
         return
     tail = [line for line in KEEPER_LOG.read_text(errors="replace").splitlines() if "[keeper]" in line]
@@ -340,6 +340,15 @@ class Demo:
         seen["drained"] = self.wait(f"the descheduler evicted a pod from {hot}", lambda: self.evicted_from(hot), 180)
         return seen
 
+    def scheduler_url(self) -> str:
+        """The leading scheduler pod's explain endpoint (pod IPs on the CNI bridge are reachable from the host)."""
+        with contextlib.suppress(RuntimeError, KeyError):
+            leader = str(self.get("lease", "loadline-scheduler", "-n", NAMESPACE)["spec"]["holderIdentity"])
+            for pod in self.pods("app.kubernetes.io/component=scheduler", NAMESPACE):
+                if leader.startswith(pod["metadata"]["name"]) and pod["status"].get("podIP"):
+                    return f"http://{pod['status']['podIP']}:10251"
+        return ""
+
     def node_cpu(self, node: str) -> float:
         usage = str(self.get("nodemetric", node)["status"]["nodeMetric"]["nodeUsage"]["cpu"])
         cores = float(usage[:-1]) / 1000 if usage.endswith("m") else float(usage)
@@ -404,6 +413,10 @@ def up(nodes: int) -> int:
     _say(demo.kubectl("get", "nodes", "-L", "type"))
     _say(demo.kubectl("get", "nm"))
     _say(demo.kubectl("get", "pods", "-A", "-o", "wide"))
+    scheduler = demo.scheduler_url()
+    if scheduler:
+        _say(f"$ loadline explain default/train-0 --server {scheduler}")
+        _say(demo.run("loadline", "explain", "default/train-0", "--server", scheduler, check=False))
     marks = {True: "✓", False: "✗"}
     _say("story: " + ", ".join(f"{step} {marks[ok]}" for step, ok in seen.items()))
     _say(f"first run to here: {time.monotonic() - started:.0f}s\n")
@@ -417,7 +430,7 @@ def up(nodes: int) -> int:
     _say("  kubectl get pods -n loadline-system -o wide  # Loadline, from its chart, on the real node")
     _say("  helm list -n loadline-system")
     _say("  kubectl get events --field-selector reason=Evicted")
-    _say("  loadline explain default/train-0 --server http://<scheduler pod IP>:10251")
+    _say(f"  loadline explain default/train-0 --server {scheduler or 'http://<scheduler pod IP>:10251'}")
     _say("make cluster-down stops everything and puts the host back as it was.")
     print(env_lines(state))
     return 0 if all(seen.values()) else 1
