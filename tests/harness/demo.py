@@ -183,7 +183,7 @@ class Demo:
     def wait(self, what: str, check: Callable[[], bool], timeout: float, interval: float = 1.0) -> bool:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
-            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired, KeyError, ValueError):
                 if check():
                     _say(f"      ✓ {what} ({time.monotonic() - started:.0f}s)")
                     return True
@@ -350,7 +350,7 @@ class Demo:
         return ""
 
     def node_cpu(self, node: str) -> float:
-        usage = str(self.get("nodemetric", node)["status"]["nodeMetric"]["nodeUsage"]["cpu"])
+        usage = str(self.get("nodemetric", node)["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"])
         cores = float(usage[:-1]) / 1000 if usage.endswith("m") else float(usage)
         return cores / KWOK_CPU
 
