@@ -44,9 +44,6 @@ def up(nodes: int, cpu: str, memory: str) -> int:
     print(f"==> {nodes} nodes Ready in {time.monotonic() - started:.1f}s", file=sys.stderr)
     pids = {c.name: c.proc.pid for c in plane.components() if c.proc is not None}
     state = {"kubeconfig": str(plane.kubeconfig), "pids": pids, "kubectl": str(plane.binaries["kubectl"])}
-    if with_loadline:
-        # `loadline explain` reads this to find the demo's scheduler on its free port
-        state["scheduler_url"] = f"http://127.0.0.1:{ports['scheduler']}"
     STATE_FILE.write_text(json.dumps(state))
     print(f"export KUBECONFIG={plane.kubeconfig}")
     print(f"alias kubectl={plane.binaries['kubectl']}", file=sys.stderr)

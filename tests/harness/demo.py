@@ -414,9 +414,11 @@ def up(nodes: int) -> int:
     _say(demo.kubectl("get", "nm"))
     _say(demo.kubectl("get", "pods", "-A", "-o", "wide"))
     scheduler = demo.scheduler_url()
-    if scheduler:
-        _say(f"$ loadline explain default/train-0 --server {scheduler}")
-        _say(demo.run("loadline", "explain", "default/train-0", "--server", scheduler, check=False))
+    if scheduler:  # `loadline explain` without --server asks the scheduler recorded here
+        state["scheduler_url"] = scheduler
+        STATE_FILE.write_text(json.dumps(state))
+        _say("$ loadline explain default/train-0")
+        _say(demo.run("loadline", "explain", "default/train-0", check=False))
     marks = {True: "✓", False: "✗"}
     _say("story: " + ", ".join(f"{step} {marks[ok]}" for step, ok in seen.items()))
     _say(f"first run to here: {time.monotonic() - started:.0f}s\n")
@@ -430,7 +432,7 @@ def up(nodes: int) -> int:
     _say("  kubectl get pods -n loadline-system -o wide  # Loadline, from its chart, on the real node")
     _say("  helm list -n loadline-system")
     _say("  kubectl get events --field-selector reason=Evicted")
-    _say(f"  loadline explain default/train-0 --server {scheduler or 'http://<scheduler pod IP>:10251'}")
+    _say("  loadline explain default/train-0             # asks the leading scheduler pod")
     _say("make cluster-down stops everything and puts the host back as it was.")
     print(env_lines(state))
     return 0 if all(seen.values()) else 1
