@@ -124,6 +124,10 @@ class GoDuration:
             if frac:
                 total += int(frac) * scale // 10 ** len(frac)
             pos = m.end()
+            if total > 2**63:  # Go's ParseDuration: beyond an int64 of nanoseconds is an error
+                raise ValueError(f"invalid duration {value!r}: out of range (about 2562047h at most)")
+        if total == 2**63 and sign > 0:
+            raise ValueError(f"invalid duration {value!r}: out of range (about 2562047h at most)")
         return cls(sign * total, value)
 
     @classmethod

@@ -9,6 +9,7 @@ goes on without it, and its watch starts when it appears.
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from tests.integration.scheduler_support import (
     Api,
     bound_count,
     create_pods,
+    placements,
     pod,
     pod_group,
     running_scheduler,
@@ -39,6 +41,10 @@ def test_scheduler_rides_out_an_api_server_restart(fresh_control_plane: ControlP
         create_pods(api, [pod("before", "work")])
         wait_for("the first pod to be bound", lambda: bound_count(api, "work") == 1, timeout=60)
 
+        # A burst of pods, and the API server goes away while they are being bound and reported.
+        burst = 40
+        create_pods(api, [pod(f"burst-{i}", "work") for i in range(burst)])
+        wait_for("the burst to start binding", lambda: bound_count(api, "work") > 1, timeout=60, interval=0.02)
         plane.stop_apiserver()
         time.sleep(10)  # longer than the renew deadline (4 s): it stops leading
         assert scheduler.component.alive()
@@ -48,9 +54,20 @@ def test_scheduler_rides_out_an_api_server_restart(fresh_control_plane: ControlP
 
         plane.start_apiserver()
         create_pods(api, [pod(f"after-{i}", "work") for i in range(3)])
-        wait_for("the pods created after the restart to be bound", lambda: bound_count(api, "work") == 4, timeout=90)
+        wait_for("the pods created after the restart to be bound",
+                 lambda: bound_count(api, "work") == 4 + burst, timeout=90)
         assert "(leader)" in scheduler.readyz()
         assert scheduler.component.alive()
+
+        # Every bound pod has its Scheduled event, also those bound in the instant the server went away.
+        def unreported() -> set[str]:
+            reported = {e["regarding"]["name"] for e in api.events("work") if e.get("reason") == "Scheduled"}
+            return {p for p, node in placements(api, "work").items() if node} - reported
+
+        wait_for("a Scheduled event for every bound pod", lambda: not unreported(), timeout=60)
+        failed_events = re.search(r'^loadline_scheduler_api_errors_total\{call="event"\} (\S+)$',
+                                  scheduler.metrics(), re.MULTILINE)
+        print(f"event writes that met the outage: {failed_events.group(1) if failed_events else 0}")
 
     warnings = [line for line in log_during_outage.splitlines() if " W " in line or " E " in line]
     print("\n".join(warnings))

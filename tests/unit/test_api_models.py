@@ -213,3 +213,11 @@ def test_go_duration_vectors(text: str, seconds: float, canonical: str) -> None:
 def test_go_duration_rejects_garbage(bad: str) -> None:
     with pytest.raises(ValueError, match="invalid duration"):
         GoDuration.parse(bad)
+
+
+def test_go_durations_stop_at_an_int64_of_nanoseconds_as_go_does() -> None:
+    assert GoDuration.parse("2562047h47m16.854775807s").nanoseconds == 2**63 - 1
+    assert GoDuration.parse("-2562047h47m16.854775808s").nanoseconds == -(2**63)
+    for text in ("2562047h47m16.854775808s", "2562048h", "999999999999h"):
+        with pytest.raises(ValueError, match="out of range"):
+            GoDuration.parse(text)
