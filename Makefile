@@ -8,13 +8,14 @@ PYTEST_ARGS ?=
 IMAGE ?=
 PUSH ?=
 
-.PHONY: help demo env test lint unit integration components image cluster cluster-down crds bench clean
+.PHONY: help demo env test lint unit integration components image cluster cluster-down crds bench clean fuzz
 
 help:
 	@echo "make demo          local cluster (this machine as a real node + kwok nodes), Loadline installed with helm, a story"
 	@echo "make env           the line to eval so kubectl, helm and loadline talk to the demo cluster"
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
+	@echo "make fuzz         hostile-input fuzzing on a real API server, 2,000 examples (LOADLINE_FUZZ_EXAMPLES=n)"
 	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
 	@echo "make image         build Loadline's image from the Dockerfile (buildah, offline) into an OCI archive;"
 	@echo "                   IMAGE=registry.example.com/loadline:0.2.0 names it, PUSH=1 pushes it there"
@@ -56,6 +57,9 @@ unit: $(INSTALL_STAMP)
 
 integration: components image
 	@$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+fuzz: components
+	@LOADLINE_FUZZ_EXAMPLES=$${LOADLINE_FUZZ_EXAMPLES:-2000} $(PY) -m pytest tests/integration/test_fuzz_hostile_input.py -s $(PYTEST_ARGS)
 
 cluster: components
 	@$(PY) -m tests.harness cluster up

@@ -85,7 +85,7 @@ class ResourceMap(KubeModel):
 class AggregatedUsage(KubeModel):
     """Usage percentiles over one window; an aggregation maps to `{}` while the window is cold."""
 
-    usage: dict[str, ResourceMap] | None = None
+    usage: dict[str, ResourceMap | None] | None = None  # Go reads a null entry as an empty one
     duration: GoDuration | None = None
 
 
