@@ -71,7 +71,7 @@ def node_batch_resources(node: Mapping[str, Any], field: str = "allocatable") ->
     for name in BATCH_RESOURCES:
         if name in resources:
             try:
-                found[name] = Quantity.parse(resources[name]).value()
+                found[name] = consumer_units(name, Quantity.parse(resources[name]))
             except (QuantityError, TypeError):
                 continue
     return found

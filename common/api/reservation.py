@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from common.api.constants import ANNOTATION_NODE_RESERVATION
-from common.api.quantity import Quantity, QuantityError
+from common.api.quantity import Quantity, QuantityError, consumer_units
 from common.cpulist import parse_cpu_list
 
 
@@ -38,8 +38,8 @@ def parse_node_reservation(annotation: str) -> NodeReservation:
     if not isinstance(resources, dict):
         raise ReservationError(f"{ANNOTATION_NODE_RESERVATION}.resources must be an object")
     try:
-        cpu = Quantity.parse(resources["cpu"]).milli_value() if "cpu" in resources else 0
-        memory = Quantity.parse(resources["memory"]).value() if "memory" in resources else 0
+        cpu = consumer_units("cpu", Quantity.parse(resources["cpu"])) if "cpu" in resources else 0
+        memory = consumer_units("memory", Quantity.parse(resources["memory"])) if "memory" in resources else 0
     except (QuantityError, TypeError) as exc:
         raise ReservationError(f"{ANNOTATION_NODE_RESERVATION}: {exc}") from exc
     cpus: tuple[int, ...] = ()

@@ -231,7 +231,7 @@ def _nonzero_requests(obj: Mapping[str, Any]) -> tuple[int, int]:
     totals = pod_requests(source)
     cpu = totals.get(c.RESOURCE_CPU)
     memory = totals.get(c.RESOURCE_MEMORY)
-    return (cpu.milli_value() if cpu else 0, memory.value() if memory else 0)
+    return (scalar(c.RESOURCE_CPU, cpu) if cpu else 0, scalar(c.RESOURCE_MEMORY, memory) if memory else 0)
 
 
 def _condition_times(conditions: Any) -> tuple[float | None, float | None]:
