@@ -22,11 +22,13 @@ objects); `make test` runs the default below, `make fuzz` a longer run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import sys
+import threading
 import time
 import urllib.request
 from collections import Counter
@@ -313,13 +315,44 @@ class Tally:
     malformed: Counter[str] = field(default_factory=Counter)  # kind -> accepted versions the oracle calls malformed
 
 
-def put_node_metric_status(api: Api, node: str, status: Obj) -> tuple[str, str]:
-    """(resourceVersion before, after) of the NodeMetric's status write."""
-    current = api.get(f"{NM_PATH}/{node}")
-    before = current["metadata"]["resourceVersion"]
-    current["status"] = status
-    after = api.replace(f"{NM_PATH}/{node}/status", current)["metadata"]["resourceVersion"]
-    return before, after
+def put_node_metric_status(api: Api, node: str, status: Obj) -> int:
+    """Replace the NodeMetric's status (again on a conflict: the manager writes its spec); the new resourceVersion."""
+    for _ in range(10):
+        current = api.get(f"{NM_PATH}/{node}")
+        current["status"] = status
+        try:
+            return int(api.replace(f"{NM_PATH}/{node}/status", current)["metadata"]["resourceVersion"])
+        except ApiError as exc:
+            if exc.status != 409:
+                raise
+    raise AssertionError(f"NodeMetric {node}: ten conflicts in a row")
+
+
+class VersionLog:
+    """Every version of the fuzzed NodeMetrics, from a watch: the manager writes their spec too (a new version
+    that carries the status last written), so the versions the scheduler sees are counted here, not guessed."""
+
+    def __init__(self, api: Api, since: int) -> None:
+        self.versions: list[tuple[str, int]] = []  # (node, resourceVersion) in watch order
+        url = f"{api.server}{NM_PATH}?watch=1&resourceVersion={since}&timeoutSeconds=900"
+        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api.token}"})
+        self._response = urllib.request.urlopen(request, timeout=900, context=api.context)
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for line in self._response:
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    meta = event["object"]["metadata"]
+                    self.versions.append((meta["name"], int(meta["resourceVersion"])))
+
+    def seen(self, node: str, version: int) -> bool:
+        return any(n == node and v >= version for n, v in list(self.versions))
+
+    def close(self) -> None:
+        self._response.close()
 
 
 @pytest.fixture
@@ -346,6 +379,9 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
         put_node_metric_status(api, node, fresh)
     tally = Tally()
     counter = iter(range(10**9))
+    # (resourceVersion, usable) of every status written, per node: a version carries the last status before it
+    written: dict[str, list[tuple[int, bool]]] = {n: [(0, True)] for n in FUZZ_NODES}
+    watch = VersionLog(api, int(api.get(NM_PATH)["metadata"]["resourceVersion"]))
     with running_scheduler(plane) as scheduler:
         manager = start_manager(plane)
         descheduler = start_descheduler(plane, tmp_path)
@@ -361,12 +397,10 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
                   ) -> None:  # fmt: skip
             node, (status, usable), group, config, slo = example
             try:
-                before, after = put_node_metric_status(api, node, status)
+                written[node].append((put_node_metric_status(api, node, status), usable))
                 tally.written["NodeMetric"] += 1
-                if not usable and after != before:
-                    tally.malformed["NodeMetric"] += 1
             except ApiError as exc:
-                assert 400 <= exc.status < 500 and exc.status != 409, exc
+                assert 400 <= exc.status < 500, exc
                 tally.refused["NodeMetric"] += 1
             if group is not None:
                 spec, group_usable = group
@@ -394,22 +428,39 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
             if slo is not None:
                 body = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeSLO", "metadata": {"name": node},
                         "spec": slo}  # fmt: skip
-                try:
+                for _ in range(10):  # the manager writes the NodeSLO too: again on a conflict
                     try:
-                        current = api.get(f"{SLO_PATH}/{node}")
-                        body["metadata"] = {"name": node, "resourceVersion": current["metadata"]["resourceVersion"]}
-                        api.replace(f"{SLO_PATH}/{node}", body)
+                        try:
+                            current = api.get(f"{SLO_PATH}/{node}")
+                            body["metadata"] = {"name": node, "resourceVersion": current["metadata"]["resourceVersion"]}
+                            api.replace(f"{SLO_PATH}/{node}", body)
+                        except ApiError as exc:
+                            if exc.status != 404:
+                                raise
+                            api.create(SLO_PATH, body)
+                        tally.written["NodeSLO"] += 1
+                        break
                     except ApiError as exc:
-                        if exc.status != 404:
-                            raise
-                        api.create(SLO_PATH, body)
-                    tally.written["NodeSLO"] += 1
-                except ApiError as exc:
-                    assert 400 <= exc.status < 500, exc
-                    tally.refused["NodeSLO"] += 1
+                        assert 400 <= exc.status < 500, exc
+                        if exc.status != 409:
+                            tally.refused["NodeSLO"] += 1
+                            break
 
         write()
         fuzz_seconds = time.monotonic() - started
+        for node in FUZZ_NODES:
+            last = written[node][-1][0]
+
+            def delivered(node: str = node, last: int = last) -> bool:
+                return watch.seen(node, last)
+
+            wait_for(f"the watch to deliver {node}'s last version", delivered, timeout=30)
+        time.sleep(1)  # a spec write of the manager's after the last status write
+        watch.close()
+        for node, version in watch.versions:
+            if node in written:
+                carried = max((w for w in written[node] if w[0] <= version), key=lambda w: w[0])
+                tally.malformed["NodeMetric"] += 0 if carried[1] else 1
         print(f"\n{EXAMPLES} examples in {fuzz_seconds:.0f}s: written {dict(tally.written)}, "
               f"refused by the API server {dict(tally.refused)}, malformed by the oracle {dict(tally.malformed)}")
 
