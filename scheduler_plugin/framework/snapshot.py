@@ -544,19 +544,24 @@ class Snapshot:
 
     # ------------------------------------------------------------------ NodeMetrics
     def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeMetricDigest:
-        """Raises MalformedObjectError; the node is then left without a NodeMetric, never on an older version
-        (an unusable NodeMetric is treated as an absent one, as Koordinator's informer drops what it cannot decode)."""
+        """Raises MalformedObjectError. The node then has a NodeMetric with nothing usable in it (no status, no
+        updateTime), never an older version: its load is unknown, so LoadAware treats it as expired, as it
+        treats a NodeMetric its agent never filled in (filtered unless enableScheduleWhenNodeMetricsExpired,
+        never scored) — a node whose agent writes garbage must not look idle and attract every new pod."""
         load = digest_node_metric(obj)
         if load.problem is not None:
             if load.node_name:
-                self.remove_node_metric(load.node_name)
+                self._store_load(load)  # a digest with a problem carries nothing but the node's name
             raise load.problem
+        self._store_load(load)
+        return load
+
+    def _store_load(self, load: NodeMetricDigest) -> None:
         self._loads[load.node_name] = load
         info = self._node_by_name.get(load.node_name)
         if info is not None:
             info.load = load
             self._touch(info.index)
-        return load
 
     @property
     def num_node_metrics(self) -> int:

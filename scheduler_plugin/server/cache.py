@@ -303,7 +303,7 @@ class ClusterCache:
                 self.snapshot.upsert_node_metric(obj)
             except MalformedObjectError as exc:
                 self.malformed.report("NodeMetric", name, obj, exc)
-                self.listener.cluster_event(NODE_METRIC)  # the snapshot dropped the node's NodeMetric
+                self.listener.cluster_event(NODE_METRIC)  # the snapshot emptied the node's NodeMetric
                 return
             self.malformed.clear("NodeMetric", name)
         self.listener.cluster_event(NODE_METRIC)

@@ -14,7 +14,8 @@ Afterwards:
   arithmetic, not Loadline's parser) against the range rule (±2^53 in Koordinator's unit) and
   the sign;
 * pods keep being scheduled on the healthy nodes;
-* no node whose NodeMetric is unusable receives more pods than the node without a NodeMetric.
+* no node whose NodeMetric is unusable receives more pods than the node without a usable NodeMetric (the
+  manager creates a NodeMetric for every node; this one's agent never fills it in).
 
 `LOADLINE_FUZZ_EXAMPLES` sets the number of generated examples (each writes one to three
 objects); `make test` runs the default below, `make fuzz` a longer run.
@@ -351,16 +352,21 @@ class VersionLog:
     def seen(self, node: str, version: int) -> bool:
         return any(n == node and v >= version for n, v in list(self.versions))
 
-    def close(self) -> None:
-        self._response.close()
+    def freeze(self) -> list[tuple[str, int]]:
+        """The versions so far. (The reader thread is left to end with the watch: closing the response under a
+        blocked read would deadlock on its buffer lock; the watch ends when the control plane stops.)"""
+        return list(self.versions)
 
 
 @pytest.fixture
 def plane(fresh_control_plane: ControlPlane) -> Iterator[ControlPlane]:
     plane = fresh_control_plane
     plane.start_kwok()
-    nodes = [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "pool"}) for n in (*FUZZ_NODES, BARE_NODE)]
-    nodes += [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "healthy"}) for n in HEALTHY_NODES]
+    # The pool: the fuzzed nodes, the one without a NodeMetric and a healthy one (the manager gives every node a
+    # NodeMetric, so "without" is one whose agent never filled it in); the other healthy node is for other pods.
+    pool = (*FUZZ_NODES, BARE_NODE, HEALTHY_NODES[0])
+    nodes = [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "pool"}) for n in pool]
+    nodes += [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "healthy"}) for n in HEALTHY_NODES[1:]]
     plane.apply(nodes)
     names = [n["metadata"]["name"] for n in nodes]
     plane.kubectl("wait", "--for=condition=Ready", *(f"node/{n}" for n in names), "--timeout=120s", timeout=130)
@@ -456,8 +462,7 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
 
             wait_for(f"the watch to deliver {node}'s last version", delivered, timeout=30)
         time.sleep(1)  # a spec write of the manager's after the last status write
-        watch.close()
-        for node, version in watch.versions:
+        for node, version in watch.freeze():
             if node in written:
                 carried = max((w for w in written[node] if w[0] <= version), key=lambda w: w[0])
                 tally.malformed["NodeMetric"] += 0 if carried[1] else 1

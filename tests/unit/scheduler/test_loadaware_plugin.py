@@ -234,15 +234,15 @@ def test_a_node_metric_from_the_future_is_expired_beyond_the_clock_skew() -> Non
     assert verdicts(plugin, snap, pod("p")) == {"n1": "ok"} and scores(plugin, snap, pod("p"))["n1"] > 0
 
 
-def test_usage_beyond_the_range_rule_leaves_the_node_as_one_without_a_node_metric() -> None:
+def test_usage_beyond_the_range_rule_leaves_the_node_with_an_expired_node_metric() -> None:
     """"1e16" cores used to overflow the int64 arrays; "8Ei" and "9223372036854775807m" wrapped to look idle."""
     for cpu, memory in (("1e16", "1Gi"), ("100m", "8Ei"), ("9223372036854775807m", "1Gi")):
         plugin, snap, _ = setup([node("n1"), node("bare")], [node_metric("n1", cpu="100m", memory="1Gi")])
         assert scores(plugin, snap, pod("p"))["n1"] > 0
         with pytest.raises(MalformedObjectError, match="out of range"):
             snap.upsert_node_metric(node_metric("n1", cpu=cpu, memory=memory))
-        # the valid version before it is not used either: the node is now one without a NodeMetric
-        assert verdicts(plugin, snap, pod("p")) == {"n1": "ok", "bare": "ok"}
+        # the valid version before it is not used either: the node's load is unknown, as with an expired NodeMetric
+        assert verdicts(plugin, snap, pod("p")) == {"n1": "node(s) nodeMetric expired", "bare": "ok"}
         assert scores(plugin, snap, pod("p")) == {"n1": 0, "bare": 0}
         with pytest.raises(MalformedObjectError, match="out of range"):
             Snapshot.from_objects(nodes=[node("n1")], node_metrics=[node_metric("n1", cpu=cpu, memory=memory)])
