@@ -153,7 +153,7 @@ def table(node: str, status: NodeMetricStatus, sampled: float, *, cpus: float | 
     for window in (info.aggregated_node_usages or []) if info is not None else []:
         usage = window.usage or {}
         name = str(window.duration)
-        if not any(r.resources for r in usage.values()):
+        if not any(r is not None and r.resources for r in usage.values()):
             lines.append(f"{'window ' + name:12}  cold (less than half of it sampled)")
             continue
         cpu = "  ".join(f"{k} {_cell(_cpu(usage.get(k)), 'cpu')}" for k in AGGREGATION_TYPES)
