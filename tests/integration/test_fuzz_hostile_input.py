@@ -62,7 +62,7 @@ from tests.integration.scheduler_support import (
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = int(os.environ.get("LOADLINE_FUZZ_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("LOADLINE_FUZZ_EXAMPLES", "60"))
 MAX_UNITS = 2**53  # the range rule (common/api/quantity.py), restated: an independent oracle
 SYSTEM_NS = "loadline-system"
 CONFIG_MAP = "slo-controller-config"
@@ -471,8 +471,8 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
 
         # Every malformed version reached the scheduler and was counted, exactly once.
         def counted(kind: str) -> float:
-            return metric(scheduler.metrics(), "loadline_scheduler_malformed_objects_total", kind=kind) - metric(
-                base, "loadline_scheduler_malformed_objects_total", kind=kind)
+            return metric(scheduler.metrics(), "loadline_malformed_objects_total", kind=kind) - metric(
+                base, "loadline_malformed_objects_total", kind=kind)
 
         for kind in ("NodeMetric", "PodGroup"):
             wait_for(f"{tally.malformed[kind]} malformed {kind} versions counted",
