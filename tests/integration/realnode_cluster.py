@@ -63,6 +63,9 @@ def chart_values(image: str, agent_port: int) -> dict[str, Any]:
                 "--aggregation-interval-seconds=2",
                 "--publish-qps=5",
                 "--publish-burst=5",
+                # Keep these intervals: the manager writes Koordinator's 60 s report interval into the NodeMetric
+                # spec, which the agent would otherwise follow (clamped to >= 30 s).
+                "--follow-nodemetric-spec=false",
             ],
         },
         "manager": {"args": lease},

@@ -6,6 +6,7 @@ last. Workload pods run the Loadline image (it has python3; there is no registry
 
 from __future__ import annotations
 
+import json
 import time
 import urllib.request
 import uuid
@@ -289,6 +290,61 @@ def test_manager_overcommits_the_real_node_across_a_kubelet_restart(
     assert batch["status"]["qosClass"] == "BestEffort"
 
 
+# ----------------------------------------------------------------------------- §4 QoS enforcement
+def set_suppress(cluster: RealCluster, *, enable: bool, threshold: int = 0) -> None:
+    strategy: dict[str, Any] = {"enable": enable}
+    if enable:
+        strategy |= {"cpuSuppressThresholdPercent": threshold, "cpuSuppressPolicy": "cfsQuota"}
+    config = json.dumps({"clusterStrategy": strategy})
+    cluster.plane.kubectl("patch", "configmap", "slo-controller-config", "-n", NAMESPACE, "--type=merge",
+                          "-p", json.dumps({"data": {"resource-threshold-config": config}}))  # fmt: skip
+
+
+def cpu_rate(path: Path, seconds: float) -> float:
+    t0, u0 = time.monotonic(), cgroup_cpu_seconds(path)
+    time.sleep(seconds)
+    return (cgroup_cpu_seconds(path) - u0) / (time.monotonic() - t0)
+
+
+def test_besteffort_pods_are_held_to_the_suppress_target_on_real_cgroups(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    be_cgroup = CGROUP / "cpuacct" / "kubepods" / "besteffort"
+    quota_file = CGROUP / "cpu" / "kubepods" / "besteffort" / "cpu.cfs_quota_us"
+    image = real_cluster.image
+    real_cluster.plane.apply(burner_pod("be", workload_ns, cores=1.0, mib=8, image=image, priority_class="koord-batch",
+                                        labels={"koordinator.sh/qosClass": "BE"}))  # fmt: skip
+    running(real_cluster, workload_ns, "be")
+    free = cpu_rate(be_cgroup, 4)
+    # An LS pod's load (0.8 core) pushes the 2-core node past a 60 % threshold: suppress = 1.2 - 0.8 - system.
+    real_cluster.plane.apply(burner_pod(
+        "ls", workload_ns, cores=0.8, mib=8, image=image, priority_class="koord-prod",
+        labels={"koordinator.sh/qosClass": "LS"}, resources={"requests": {"cpu": "800m", "memory": "64Mi"}},
+    ))  # fmt: skip
+    running(real_cluster, workload_ns, "ls")
+    set_suppress(real_cluster, enable=True, threshold=60)
+    try:
+        quota = wait_for("a CFS quota on kubepods/besteffort", lambda: (q := int(quota_file.read_text())) > 0 and q, 60)
+        time.sleep(3)  # let the quota settle
+        quota_cores = int(quota_file.read_text()) / 100_000
+        target = metric(real_cluster, "loadline_agent_qos_be_suppress_cores")
+        held = cpu_rate(be_cgroup, 5)
+        print(f"\nBE burner free {free:.3f} cores; with LS load: suppress target {target} cores, quota "
+              f"{quota_cores:.3f} cores (first {quota / 100_000:.3f}), BE cgroup used {held:.3f} cores")  # fmt: skip
+        assert free > 0.6, f"the BE burner should use close to a core before suppression: {free:.3f}"
+        assert held <= quota_cores * 1.10 + 0.02, "the BE cgroup used more CPU than its quota"
+        assert held < free * 0.7, "suppression did not hold the BE pod back"
+    finally:
+        set_suppress(real_cluster, enable=False)
+        real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s", check=False)
+    # Enforcement off: the quota is lifted and the BE pod gets its CPU back. (That it also comes back when only the
+    # LS load goes away needs a machine whose other work leaves room below the threshold; a shared one may not.)
+    wait_for("the BE quota lifted", lambda: int(quota_file.read_text()) == -1, 60)
+    released = cpu_rate(be_cgroup, 4)
+    print(f"enforcement off: quota -1, BE cgroup used {released:.3f} cores")
+    assert released > max(held * 1.5, 0.3)
+
+
 # ----------------------------------------------------------------------------- §4 scheduling and draining
 def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: RealCluster, workload_ns: str) -> None:
     real_cluster.plane.apply(burner_pod("placed", workload_ns, cores=0.01, mib=1, image=real_cluster.image,
@@ -303,6 +359,20 @@ def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: Real
 
 
 # ----------------------------------------------------------------------------- §4 restarts
+def test_a_recreated_agent_pod_resumes_nodemetric_updates(real_cluster: RealCluster) -> None:
+    [old] = real_cluster.pods("agent")
+    real_cluster.plane.kubectl("delete", "pod", old["metadata"]["name"], "-n", NAMESPACE, "--wait=true")
+    real_cluster.plane.kubectl("rollout", "status", "daemonset/loadline-agent", "-n", NAMESPACE, "--timeout=60s",
+                               timeout=70)  # fmt: skip
+    ready_at = time.time()
+    before = update_time(real_cluster.nodemetric())
+    wait_for("a NodeMetric update from the new agent pod", lambda: update_time(real_cluster.nodemetric()) > max(
+        before, ready_at - 1), 60, interval=0.2)  # fmt: skip
+    took = time.time() - ready_at
+    print(f"\nfirst NodeMetric update {took:.1f}s after the new agent pod was Ready (report interval {REPORT_INTERVAL:g}s)")
+    assert took <= REPORT_INTERVAL + 2
+
+
 @pytest.mark.parametrize("component", ["manager", "scheduler"])
 def test_the_standby_replica_takes_the_lease_when_the_leader_pod_is_deleted(
     real_cluster: RealCluster, component: str
