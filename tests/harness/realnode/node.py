@@ -80,7 +80,8 @@ class RealNode:
         sandbox = pause_archive()
         lock = machinelock.acquire()
         try:
-            node = cls(plane, name, host_ip(), Path(tempfile.mkdtemp(prefix="loadline-node-")), HostSnapshot.take())
+            snapshot = HostSnapshot.take()  # before the node's directory exists: a refusal leaves nothing behind
+            node = cls(plane, name, host_ip(), Path(tempfile.mkdtemp(prefix="loadline-node-")), snapshot)
         except BaseException:
             machinelock.release(lock)
             raise
