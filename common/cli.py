@@ -67,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def disable_created_series() -> None:
+    """Counters and histograms would each add a `<name>_created` gauge to /metrics (prometheus_client's default in
+    the text format): a second series per metric that nobody queries. Every component starts through main()."""
+    import prometheus_client  # here, not at the top: `loadline --help` and `version` need none of it
+
+    prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
@@ -88,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    disable_created_series()
     result = entry(rest)  # type: ignore[operator]
     return int(result or 0)
 

@@ -84,13 +84,14 @@ class BatchWriter:
     def _export(self, name: str, resources: BatchResources | None) -> None:
         """Per-node gauges of the computed batch resources in base units; none while the node has none."""
         if resources is not None:
-            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "cpu").set(resources.cpu_milli / 1000)
-            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "memory").set(resources.memory_bytes)
+            units = metrics.NODE_BATCH_RESOURCE_UNITS
+            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "cpu", units["cpu"]).set(resources.cpu_milli / 1000)
+            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "memory", units["memory"]).set(resources.memory_bytes)
             self.exported.add(name)
         elif name in self.exported:
             self.exported.discard(name)
-            for resource in ("cpu", "memory"):
-                metrics.NODE_BATCH_ALLOCATABLE.remove(name, resource)
+            for resource, unit in metrics.NODE_BATCH_RESOURCE_UNITS.items():
+                metrics.NODE_BATCH_ALLOCATABLE.remove(name, resource, unit)
 
     def unexport_all(self) -> None:
         """Drop every per-node series (leadership lost: a standby must not show the values it last computed)."""

@@ -219,7 +219,6 @@ class Controller:
             await self._config_ready.wait()
         self.queue = WorkQueue()
         self.leading = True
-        metrics.LEADER.set(1)
         log.info("leading: reconciling %d nodes", len(self.nodes.store))
         tasks = [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
         tasks.append(asyncio.create_task(self._report_config()))
@@ -230,7 +229,6 @@ class Controller:
                 self._enqueue_all()
         finally:
             self.leading = False
-            metrics.LEADER.set(0)
             self.queue.shut_down()
             for task in tasks:
                 task.cancel()
@@ -278,7 +276,7 @@ class Controller:
                     self._api_unreachable = False
                     log.info("API server reachable again")
             finally:
-                metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+                metrics.RECONCILE_DURATION_SECONDS.observe(time.perf_counter() - started)
                 self.queue.done(name)
                 metrics.QUEUE_DEPTH.set(len(self.queue))
 

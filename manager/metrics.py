@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-LEADER = Gauge("loadline_manager_leader", "1 while this replica leads and reconciles")
 RECONCILES = Counter("loadline_manager_reconciles_total", "Node reconciles by result", ["result"])
-RECONCILE_SECONDS = Histogram(
-    "loadline_manager_reconcile_seconds",
+RECONCILE_DURATION_SECONDS = Histogram(
+    "loadline_manager_reconcile_duration_seconds",
     "Time of one node reconcile, API writes included",
     buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
 )
@@ -22,13 +21,15 @@ BATCH_NODES = Gauge(
     "loadline_manager_batch_nodes", "Nodes by the state of their batch resources (verdict)", ["verdict"]
 )
 # Per node, only while this replica leads and the node has batch resources (verdict Calculated): the series go
-# with the node, with its batch resources (stale NodeMetric, colocation off) and with the Lease.
+# with the node, with its batch resources (stale NodeMetric, colocation off) and with the Lease. Labelled like
+# kube-state-metrics' kube_node_status_allocatable: {resource, unit}, unit "core" for cpu and "byte" for memory.
 NODE_BATCH_ALLOCATABLE = Gauge(
     "loadline_manager_node_batch_allocatable",
-    "Batch resources last computed for the node, in cores (cpu) and bytes (memory); the Node status carries them "
-    "once the change passes resourceDiffThreshold or updateTimeThresholdSeconds",
-    ["node", "resource"],
+    "Batch resources last computed for the node, in the unit of the unit label (core, byte); the Node status "
+    "carries them once the change passes resourceDiffThreshold or updateTimeThresholdSeconds",
+    ["node", "resource", "unit"],
 )
+NODE_BATCH_RESOURCE_UNITS = {"cpu": "core", "memory": "byte"}
 BATCH_SKIPPED_WRITES = Counter(
     "loadline_manager_batch_skipped_writes_total",
     "Batch resource changes not written (within resourceDiffThreshold and updateTimeThresholdSeconds)",

@@ -29,6 +29,7 @@ from prometheus_client import Gauge
 from common.kube.http import KubeError, KubeHTTP
 
 log = logging.getLogger("loadline.leader")
+# The one leadership metric of every component (manager, scheduler, descheduler): label lease names the Lease.
 IS_LEADER = Gauge("loadline_leader", "1 while this process holds its Lease", ["lease"])
 
 
@@ -70,6 +71,7 @@ class LeaderElector:
         self._failing: str | None = None  # last failure logged, so each state change is logged once
         self._observed_at = 0.0
         self._path = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+        IS_LEADER.labels(name).set(0)  # a standby shows 0 from the start, not "no data"
 
     async def _try_acquire_or_renew(self) -> bool:
         now = _micro_time()

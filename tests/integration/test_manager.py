@@ -349,7 +349,7 @@ def test_batch_resources_from_the_nodemetric_schedulable_by_both_schedulers_and_
 
     assert (manager.metric("loadline_manager_object_writes_total", kind="Node", action="update-batch") or 0) >= 3
     assert (manager.metric("loadline_manager_object_writes_total", kind="Node", action="remove-batch") or 0) >= 2
-    assert manager.metric("loadline_manager_leader") == 1
+    assert manager.metric("loadline_leader", lease="loadline-manager") == 1
     assert manager.get("/readyz")[0] == 200
     plane.kubectl("delete", "node", "batch-a", "batch-b", "--wait=false")
     wait_for("NodeMetric of a deleted node deleted", lambda: get_or_none(plane, "nodemetric", "batch-a") is None, 60)
@@ -480,8 +480,8 @@ def test_two_replicas_the_standby_takes_over_when_the_leader_is_killed(plane: Co
     standby = next(r for name, r in replicas.items() if name != leader_name)
     make_nodes(plane, fake_node("fo-first", cpu="4", memory="8Gi"))
     wait_for("leader creates NodeSLO fo-first", lambda: get_or_none(plane, "nodeslo", "fo-first"), 60)
-    wait_for("leader metric", lambda: leader.metric("loadline_manager_leader") == 1, 30)
-    assert standby.metric("loadline_manager_leader") == 0
+    wait_for("leader metric", lambda: leader.metric("loadline_leader", lease=lease) == 1, 30)
+    assert standby.metric("loadline_leader", lease=lease) == 0
     assert not standby.metric(
         "loadline_manager_object_writes_total", kind="NodeSLO", action="create"
     )  # only the leader writes
@@ -499,7 +499,7 @@ def test_two_replicas_the_standby_takes_over_when_the_leader_is_killed(plane: Co
     took = time.monotonic() - killed_at
     print(f"\nstandby reconciled a new node {took:.1f}s after the leader was killed (lease 6 s)")
     assert holder() is not None and holder().startswith(standby.replica)  # type: ignore[union-attr]
-    assert standby.metric("loadline_manager_leader") == 1
+    assert standby.metric("loadline_leader", lease=lease) == 1
     # lease 6 s + retry jitter + the node's creation and readiness; generous for a shared 2-core box
     assert took < 45, took
     plane.kubectl("delete", "node", "fo-first", "fo-second", "--wait=false")

@@ -78,3 +78,21 @@ def test_key_value_logging(capsys: pytest.CaptureFixture[str]) -> None:
     logging.getLogger("loadline.test").info("published", extra=ctx(node="n1", note="two words"))
     err = capsys.readouterr().err
     assert 'loadline.test: published node=n1 note="two words"' in err
+
+
+def test_components_export_no_created_series() -> None:
+    """Every component starts through common.cli, which turns off prometheus_client's `<name>_created` gauges."""
+    from prometheus_client import CollectorRegistry, Counter, generate_latest
+    from prometheus_client.metrics import enable_created_metrics
+
+    from common.cli import disable_created_series
+
+    registry = CollectorRegistry()
+    Counter("probe_events_total", "probe", registry=registry).inc()
+    assert b"probe_events_created" in generate_latest(registry)  # prometheus_client's default
+    try:
+        disable_created_series()
+        text = generate_latest(registry)
+        assert b"probe_events_total 1.0" in text and b"_created" not in text
+    finally:
+        enable_created_metrics()

@@ -85,7 +85,7 @@ def test_promtool_rule_unit_tests_pass(promtool: str) -> None:
          "LoadlineAgentCollectorFailing"),
         ("max by (node) (loadline_node_cpu_capacity_cores)\n", "sum(loadline_node_cpu_capacity_cores)\n",
          "node:loadline_node_cpu_usage:ratio_p95_5m"),
-        ("(max by (node, resource) (loadline_manager_node_batch_allocatable))",
+        ("(max by (node, resource, unit) (loadline_manager_node_batch_allocatable))",
          "(loadline_manager_node_batch_allocatable)", "cluster:loadline_manager_node_batch_allocatable:sum"),
     ],
 )  # fmt: skip
@@ -285,7 +285,7 @@ def exported() -> set[str]:
     names = agent | registry_names()
     # sanity: the collection itself worked, for every component
     for probe in ("loadline_node_cpu_usage_window_cores", "loadline_pod_memory_working_set_window_bytes",
-                  "loadline_agent_last_publish_success_timestamp_seconds", "loadline_manager_leader",
+                  "loadline_agent_last_publish_success_timestamp_seconds", "loadline_manager_reconciles_total",
                   "loadline_scheduler_schedule_attempts_total", "loadline_extender_requests_total",
                   "loadline_descheduler_evictions_total", "loadline_leader", "process_resident_memory_bytes"):  # fmt: skip
         assert probe in names, probe

@@ -311,12 +311,12 @@ def test_leading_workers_retry_through_an_api_outage_and_log_it_once(
     messages = [r.getMessage() for r in caplog.records]
     assert sum("unreachable" in m for m in messages) == 1
     assert sum("reachable again" in m for m in messages) == 1
-    assert REGISTRY.get_sample_value("loadline_manager_leader") == 0  # not leading any more
+    assert not controller.leading  # not leading any more
 
 
 def allocatable(node_name: str, resource: str) -> float | None:
     """loadline_manager_node_batch_allocatable of one node, None when the series is absent."""
-    labels = {"node": node_name, "resource": resource}
+    labels = {"node": node_name, "resource": resource, "unit": {"cpu": "core", "memory": "byte"}[resource]}
     return REGISTRY.get_sample_value("loadline_manager_node_batch_allocatable", labels)
 
 
