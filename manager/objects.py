@@ -59,6 +59,8 @@ class SpecWriter:
     def __init__(self, http: KubeHTTP, kind: OwnedKind) -> None:
         self.http = http
         self.kind = kind
+        for action in ("create", "update", "delete"):  # 0 from the start: panels show 0 rather than no data
+            metrics.API_ERRORS.labels(kind.kind, action)
         self._stored_as: dict[str, tuple[str, str]] = {}  # name -> (desired canonical, stored canonical)
         # name -> (resourceVersion, canonical spec): a resync compares thousands of unchanged objects
         self._current: dict[str, tuple[str, str]] = {}

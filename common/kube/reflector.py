@@ -52,6 +52,7 @@ class Reflector:
         self.http = http
         self.path = path
         self.name = name or path.rsplit("/", 1)[-1]
+        WATCH_ERRORS.labels(self.name)  # 0 from the start: a panel or rate() shows 0 rather than no data
         self.selectors: dict[str, str] = {}
         if field_selector:
             self.selectors["fieldSelector"] = field_selector

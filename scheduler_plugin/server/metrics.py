@@ -104,6 +104,8 @@ BIND_ERRORS = Counter(
     "Bindings that failed, by reason (conflict, not_found, unreachable, rejected, plugin)",
     ["reason"],
 )
+for _reason in ("conflict", "not_found", "unreachable", "rejected", "plugin"):
+    BIND_ERRORS.labels(_reason)  # 0 from the start: panels show 0 rather than no data
 PENDING_PODS = Gauge(
     "loadline_scheduler_pending_pods",
     "Pods waiting to be scheduled, by queue (active, backoff, unschedulable, gated)",
@@ -123,6 +125,8 @@ API_ERRORS = Counter(
     "Failed API calls other than bindings (events, pod status), by call",
     ["call"],
 )
+for _call in ("binding", "pod status", "event"):
+    API_ERRORS.labels(_call)
 QUEUE_MOVES = Counter(
     "loadline_scheduler_queue_moves_total",
     "Unschedulable pods moved back to the active or backoff queue, by the cluster event that moved them",

@@ -414,3 +414,32 @@ def test_rules_file_is_shipped_in_the_chart() -> None:
     assert (chart / "prometheus").resolve() == RULES.parent.resolve()
     assert (chart / "dashboards").resolve() == (REPO / "deploy" / "dashboards").resolve()
     assert RULE_TESTS.parent.resolve() != RULES.parent.resolve()  # the promtool tests stay out of the chart
+
+
+def test_window_panels_default_to_the_shortest_window_the_agent_exports() -> None:
+    """The agent exports a window once half of it is covered: the shortest is there first, so the dashboard picks
+    it (numerical sort, no saved choice) instead of a fixed 5m0s that stays empty for 150 s."""
+    board = load_dashboard(REPO / "deploy" / "dashboards" / "loadline-node-agent.json")
+    window = next(v for v in board["templating"]["list"] if v["name"] == "window")
+    assert window["sort"] == 3 and not window["current"]
+
+
+def test_error_counters_exist_at_zero_before_the_first_error() -> None:
+    from common.kube.reflector import Reflector
+    from manager.batch import BatchWriter
+    from manager.objects import NODE_SLO, SpecWriter
+    from scheduler_plugin.server import metrics as scheduler_metrics
+
+    Reflector(None, "/api/v1/nodes", name="zero-probe")  # type: ignore[arg-type]
+    SpecWriter(None, NODE_SLO)  # type: ignore[arg-type]
+    BatchWriter(None)  # type: ignore[arg-type]
+    assert scheduler_metrics.BIND_ERRORS is not None
+    zero = [
+        ("loadline_kube_watch_errors_total", {"resource": "zero-probe"}),
+        ("loadline_manager_api_errors_total", {"kind": "NodeSLO", "action": "delete"}),
+        ("loadline_manager_api_errors_total", {"kind": "Node", "action": "status"}),
+        ("loadline_scheduler_bind_errors_total", {"reason": "conflict"}),
+        ("loadline_scheduler_api_errors_total", {"call": "event"}),
+    ]
+    for name, labels in zero:  # present (0 unless an earlier test in this process counted an error)
+        assert REGISTRY.get_sample_value(name, labels) is not None, name
