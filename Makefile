@@ -16,7 +16,7 @@ help:
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
 	@echo "make fuzz         hostile-input fuzzing on a real API server, 2,000 examples (LOADLINE_FUZZ_EXAMPLES=n)"
-	@echo "make components    build kube-apiserver, kube-scheduler, kubectl, etcd, helm, kwok into the cache"
+	@echo "make components    build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm, kwok into the cache"
 	@echo "make image         build Loadline's image from the Dockerfile (buildah, offline) into an OCI archive;"
 	@echo "                   IMAGE=registry.example.com/loadline:0.2.0 names it, PUSH=1 pushes it there"
 	@echo "make crds          regenerate deploy/crds from common/api/crdgen/"
