@@ -32,6 +32,8 @@ $(INSTALL_STAMP): pyproject.toml
 components: $(INSTALL_STAMP)
 	@echo "==> [setup] Kubernetes components (built from the Go module proxy once, then cached)"
 	@$(PY) -m tests.harness.build
+	@echo "==> [setup] Koordinator v1.8.0 koord-scheduler, koord-descheduler, koord-manager (the peer; built once, cached)"
+	@$(PY) -m tests.harness.koordbuild
 	@echo "==> [setup] promtool (from Debian's prometheus package, for checking /metrics)"
 	@$(PY) -m tests.harness.promtool >/dev/null
 

@@ -1,0 +1,193 @@
+"""Build Koordinator's own koord-scheduler, koord-descheduler and koord-manager from the Go module proxy.
+
+Koordinator is Loadline's peer: the compatibility tests run its components against the same control plane, and
+the benchmarks put its figures beside ours. Its go.mod carries a large `replace` block, so `go install ...@v1.8.0`
+refuses; like the Kubernetes wrapper in `build.py`, a small module adopts Koordinator's go.mod verbatim (requires and
+replaces) under another module path and builds the `cmd/` main packages of the dependency directly.
+
+Binaries land beside the Kubernetes ones: $LOADLINE_CACHE/bin/<name>-v<version>/<name>. The CRDs Koordinator's
+components need (Reservation, Device, PodMigrationJob, ...) come from the same module, see `crd_dir()`.
+
+Standard library only: this runs before the project's virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.harness.build import BuildError, _go_env, _log, _run, cache_root, go_binary
+
+KOORDINATOR_VERSION = "1.8.0"
+KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
+KOORD_COMPONENTS = ("koord-scheduler", "koord-descheduler", "koord-manager")
+
+
+def binary_path(name: str) -> Path:
+    if name not in KOORD_COMPONENTS:
+        raise BuildError(f"unknown Koordinator component {name!r}; known: {', '.join(KOORD_COMPONENTS)}")
+    return cache_root() / "bin" / f"{name}-v{KOORDINATOR_VERSION}" / name
+
+
+def _wrapper_dir() -> Path:
+    return cache_root() / "src" / f"koordinator-v{KOORDINATOR_VERSION}"
+
+
+def _module_info(go: str, env: dict[str, str], workdir: Path, attempts: int = 4) -> dict[str, str]:
+    # the module proxy times out now and then while other downloads share the link: retry before giving up
+    error = ""
+    for attempt in range(attempts):
+        if attempt:
+            _log(f"retrying the download of {KOORDINATOR_MODULE} ({error.strip().splitlines()[-1][:160]})")
+            time.sleep(5 * attempt)
+        out = subprocess.run(
+            [go, "mod", "download", "-json", f"{KOORDINATOR_MODULE}@v{KOORDINATOR_VERSION}"],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        try:
+            info: dict[str, str] = json.loads(out.stdout)
+        except json.JSONDecodeError:
+            info = {"Error": out.stdout + out.stderr}
+        if out.returncode == 0 and not info.get("Error"):
+            return info
+        error = info.get("Error") or out.stderr or out.stdout
+    raise BuildError(f"cannot download {KOORDINATOR_MODULE}@v{KOORDINATOR_VERSION} after {attempts} tries: {error}")
+
+
+def _wrapper_gomod(upstream: str) -> str:
+    """Koordinator's go.mod under our module path, requiring Koordinator itself."""
+    body, count = re.subn(
+        r"^module\s+\S+\s*$", "module loadline.dev/koordinator-components", upstream, count=1, flags=re.M
+    )
+    if count != 1:
+        raise BuildError("Koordinator's go.mod has no module line")
+    # a `toolchain` line would ask for a Go release the proxy-only machine cannot fetch
+    body = re.sub(r"^toolchain\s+\S+\s*$", "", body, flags=re.M)
+    return body + f"\nrequire {KOORDINATOR_MODULE} v{KOORDINATOR_VERSION}\n"
+
+
+_TOOLS_GO = (
+    "//go:build tools\n\npackage tools\n\nimport (\n"
+    + "".join(f'\t_ "{KOORDINATOR_MODULE}/cmd/{name}"\n' for name in KOORD_COMPONENTS)
+    + ")\n"
+)
+
+
+def prepare_module() -> Path:
+    """The wrapper module (idempotent); returns the directory of Koordinator's own module source."""
+    go = go_binary()
+    env = _go_env(go)
+    wdir = _wrapper_dir()
+    wdir.mkdir(parents=True, exist_ok=True)
+    stamp = wdir / ".module-dir"
+    if stamp.exists() and Path(stamp.read_text().strip()).is_dir():
+        return Path(stamp.read_text().strip())
+    info = _module_info(go, env, wdir)
+    source = Path(info["Dir"])
+    (wdir / "go.mod").write_text(_wrapper_gomod(Path(info["GoMod"]).read_text()))
+    upstream_sum = source / "go.sum"
+    if upstream_sum.exists():
+        shutil.copyfile(upstream_sum, wdir / "go.sum")
+    (wdir / "tools.go").write_text(_TOOLS_GO)
+    stamp.write_text(f"{source}\n")
+    return source
+
+
+def crd_dir() -> Path:
+    """Koordinator's generated CRDs (config/crd/bases) at the pinned version."""
+    path = prepare_module() / "config" / "crd" / "bases"
+    if not path.is_dir():
+        raise BuildError(f"Koordinator v{KOORDINATOR_VERSION} has no CRD directory at {path}")
+    return path
+
+
+def build_one(name: str, force: bool = False) -> Path:
+    dest = binary_path(name)
+    if dest.exists() and not force:
+        return dest
+    prepare_module()
+    go = go_binary()
+    env = _go_env(go)
+    started = time.monotonic()
+    _log(f"building {name} v{KOORDINATOR_VERSION} (not in cache {dest.parent})")
+    tmp_out = Path(tempfile.mkdtemp(prefix=f"loadline-build-{name}-"))
+    try:
+        built = tmp_out / name
+        _run(
+            [
+                go,
+                "build",
+                "-mod=mod",
+                "-trimpath",
+                "-ldflags",
+                "-s -w",
+                "-o",
+                str(built),
+                f"{KOORDINATOR_MODULE}/cmd/{name}",
+            ],
+            _wrapper_dir(),
+            env,
+            f"go build {name}",
+        )
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dest = dest.with_suffix(".partial")
+        shutil.copy2(built, tmp_dest)
+        os.replace(tmp_dest, dest)
+    finally:
+        shutil.rmtree(tmp_out, ignore_errors=True)
+    _log(f"built {name} in {time.monotonic() - started:.0f}s -> {dest}")
+    return dest
+
+
+def ensure(names: list[str] | None = None, force: bool = False) -> dict[str, Path]:
+    wanted = names or list(KOORD_COMPONENTS)
+    for name in wanted:
+        binary_path(name)  # validates the name
+    missing = [n for n in wanted if force or not binary_path(n).exists()]
+    if missing:
+        _log(
+            f"Koordinator v{KOORDINATOR_VERSION}: {len(missing)} component(s) to build: {', '.join(missing)} "
+            "(first build ~5 min on 2 cores)"
+        )
+    return {name: build_one(name, force=force) for name in wanted}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.harness.koordbuild",
+        description=f"Build Koordinator v{KOORDINATOR_VERSION}'s {', '.join(KOORD_COMPONENTS)} from the Go module "
+        "proxy into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
+    )
+    parser.add_argument(
+        "components", nargs="*", help=f"subset to build (default: all of {', '.join(KOORD_COMPONENTS)})"
+    )
+    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
+    parser.add_argument("--print-paths", action="store_true", help="print name=path for each component, and crds=DIR")
+    args = parser.parse_args(argv)
+    try:
+        paths = ensure(args.components or None, force=args.force)
+        crds = crd_dir()
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.print_paths:
+        for name, path in paths.items():
+            print(f"{name}={path}")
+        print(f"crds={crds}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
