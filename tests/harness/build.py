@@ -14,6 +14,7 @@ Standard library only: this runs before the project's virtualenv exists.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -326,33 +328,39 @@ def build_one(name: str, force: bool = False) -> Path:
         return dest
     go = go_binary()
     env = _go_env(go)
-    started = time.monotonic()
-    _log(f"building {name} v{comp.version} (not in cache {dest.parent})")
-    tmp_out = Path(tempfile.mkdtemp(prefix=f"loadline-build-{name}-"))
-    try:
+    with building(name, comp.version, dest) as tmp_out:
         if comp.wrapper == "install":
             env2 = dict(env, GOBIN=str(tmp_out))
             # `go install pkg@version` must not see the -mod flag
             env2["GOFLAGS"] = ""
             _run([go, "install", "-ldflags", comp.ldflags, comp.install_pkg], tmp_out, env2, f"go install {name}")
-            built = tmp_out / name
         else:
             wdir = _prepare_wrapper(comp.wrapper, go, env)
-            built = tmp_out / name
             _run(
-                [go, "build", "-ldflags", comp.ldflags, "-o", str(built), f"./cmd/{name}"],
+                [go, "build", "-ldflags", comp.ldflags, "-o", str(tmp_out / name), f"./cmd/{name}"],
                 wdir,
                 env,
                 f"go build {name}",
             )
+    return dest
+
+
+@contextlib.contextmanager
+def building(name: str, version: str, dest: Path) -> Iterator[Path]:
+    """A scratch directory for one build; the binary the body leaves there as <name> moves into the cache at `dest`
+    atomically (a killed build never leaves a half-written binary that a later run would take as cached)."""
+    started = time.monotonic()
+    _log(f"building {name} v{version} (not in cache {dest.parent})")
+    tmp_out = Path(tempfile.mkdtemp(prefix=f"loadline-build-{name}-"))
+    try:
+        yield tmp_out
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp_dest = dest.with_suffix(".partial")
-        shutil.copy2(built, tmp_dest)
+        shutil.copy2(tmp_out / name, tmp_dest)
         os.replace(tmp_dest, dest)
     finally:
         shutil.rmtree(tmp_out, ignore_errors=True)
     _log(f"built {name} in {time.monotonic() - started:.0f}s -> {dest}")
-    return dest
 
 
 def ensure(names: list[str] | None = None, force: bool = False) -> dict[str, Path]:

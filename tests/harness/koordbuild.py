@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from tests.harness.build import BuildError, _go_env, _log, _run, cache_root, go_binary
+from tests.harness.build import BuildError, _go_env, _log, _run, building, cache_root, go_binary
 
 KOORDINATOR_VERSION = "1.8.0"
 KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
@@ -120,34 +118,14 @@ def build_one(name: str, force: bool = False) -> Path:
     prepare_module()
     go = go_binary()
     env = _go_env(go)
-    started = time.monotonic()
-    _log(f"building {name} v{KOORDINATOR_VERSION} (not in cache {dest.parent})")
-    tmp_out = Path(tempfile.mkdtemp(prefix=f"loadline-build-{name}-"))
-    try:
-        built = tmp_out / name
+    with building(name, KOORDINATOR_VERSION, dest) as tmp_out:
         _run(
-            [
-                go,
-                "build",
-                "-mod=mod",
-                "-trimpath",
-                "-ldflags",
-                "-s -w",
-                "-o",
-                str(built),
-                f"{KOORDINATOR_MODULE}/cmd/{name}",
-            ],
+            [go, "build", "-mod=mod", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp_out / name),
+             f"{KOORDINATOR_MODULE}/cmd/{name}"],
             _wrapper_dir(),
             env,
             f"go build {name}",
-        )
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp_dest = dest.with_suffix(".partial")
-        shutil.copy2(built, tmp_dest)
-        os.replace(tmp_dest, dest)
-    finally:
-        shutil.rmtree(tmp_out, ignore_errors=True)
-    _log(f"built {name} in {time.monotonic() - started:.0f}s -> {dest}")
+        )  # fmt: skip
     return dest
 
 
