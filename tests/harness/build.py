@@ -254,19 +254,35 @@ def _go_env(go: str) -> dict[str, str]:
     return env
 
 
+def module_info(go: str, env: dict[str, str], workdir: Path, module: str, version: str) -> dict[str, str]:
+    """`go mod download -json module@version`: where the module's source and go.mod are in the module cache."""
+    # the module proxy times out now and then while other downloads share the link: retry before giving up
+    attempts, error = 4, ""
+    for attempt in range(attempts):
+        if attempt:
+            _log(f"retrying the download of {module} ({error.strip().splitlines()[-1][:160] if error.strip() else '?'})")
+            time.sleep(5 * attempt)
+        out = subprocess.run(
+            [go, "mod", "download", "-json", f"{module}@{version}"],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        try:
+            info: dict[str, str] = json.loads(out.stdout)
+        except json.JSONDecodeError:
+            info = {"Error": out.stdout + out.stderr}
+        if out.returncode == 0 and not info.get("Error"):
+            return info
+        error = info.get("Error") or out.stderr or out.stdout
+    raise BuildError(f"cannot download {module}@{version} after {attempts} tries: {error}")
+
+
 def _staging_modules(go: str, env: dict[str, str], workdir: Path) -> list[str]:
     """The k8s.io modules k8s.io/kubernetes requires at the fake version v0.0.0."""
-    out = subprocess.run(
-        [go, "mod", "download", "-json", f"k8s.io/kubernetes@v{KUBERNETES_VERSION}"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise BuildError(f"cannot download k8s.io/kubernetes@v{KUBERNETES_VERSION}: {out.stdout}{out.stderr}")
-    gomod = Path(json.loads(out.stdout)["GoMod"]).read_text()
+    gomod = Path(module_info(go, env, workdir, "k8s.io/kubernetes", f"v{KUBERNETES_VERSION}")["GoMod"]).read_text()
     return sorted(set(re.findall(r"^\s*(k8s\.io/[\w.-]+) v0\.0\.0\s*$", gomod, re.M)))
 
 

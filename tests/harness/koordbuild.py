@@ -14,15 +14,12 @@ Standard library only: this runs before the project's virtualenv exists.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.harness.build import BuildError, _go_env, _log, _run, building, cache_root, go_binary
+from tests.harness.build import BuildError, _go_env, _log, _run, building, cache_root, go_binary, module_info
 
 KOORDINATOR_VERSION = "1.8.0"
 KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
@@ -37,31 +34,6 @@ def binary_path(name: str) -> Path:
 
 def _wrapper_dir() -> Path:
     return cache_root() / "src" / f"koordinator-v{KOORDINATOR_VERSION}"
-
-
-def _module_info(go: str, env: dict[str, str], workdir: Path, attempts: int = 4) -> dict[str, str]:
-    # the module proxy times out now and then while other downloads share the link: retry before giving up
-    error = ""
-    for attempt in range(attempts):
-        if attempt:
-            _log(f"retrying the download of {KOORDINATOR_MODULE} ({error.strip().splitlines()[-1][:160]})")
-            time.sleep(5 * attempt)
-        out = subprocess.run(
-            [go, "mod", "download", "-json", f"{KOORDINATOR_MODULE}@v{KOORDINATOR_VERSION}"],
-            cwd=workdir,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        try:
-            info: dict[str, str] = json.loads(out.stdout)
-        except json.JSONDecodeError:
-            info = {"Error": out.stdout + out.stderr}
-        if out.returncode == 0 and not info.get("Error"):
-            return info
-        error = info.get("Error") or out.stderr or out.stdout
-    raise BuildError(f"cannot download {KOORDINATOR_MODULE}@v{KOORDINATOR_VERSION} after {attempts} tries: {error}")
 
 
 def _wrapper_gomod(upstream: str) -> str:
@@ -92,7 +64,7 @@ def prepare_module() -> Path:
     stamp = wdir / ".module-dir"
     if stamp.exists() and Path(stamp.read_text().strip()).is_dir():
         return Path(stamp.read_text().strip())
-    info = _module_info(go, env, wdir)
+    info = module_info(go, env, wdir, KOORDINATOR_MODULE, f"v{KOORDINATOR_VERSION}")
     source = Path(info["Dir"])
     (wdir / "go.mod").write_text(_wrapper_gomod(Path(info["GoMod"]).read_text()))
     upstream_sum = source / "go.sum"
