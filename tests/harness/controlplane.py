@@ -210,7 +210,19 @@ class ControlPlane:
 
     def install_crds(self, directory: Path = CRDS_DIR) -> None:
         self.kubectl("apply", "--server-side", "-f", str(directory))
-        self.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        # Polled rather than `kubectl wait`: a CRD created an instant ago may have no status.conditions yet, which
+        # `kubectl wait` reports as an error instead of waiting.
+        wait_until("every CRD Established", self._crds_established, 60, interval=0.5)
+
+    def _crds_established(self) -> bool:
+        crds = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+        return all(
+            any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (crd.get("status") or {}).get("conditions") or []
+            )
+            for crd in crds
+        )
 
     # --- optional components --------------------------------------------------------
     def start_kwok(self) -> Component:
