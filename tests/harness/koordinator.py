@@ -1,0 +1,384 @@
+"""Koordinator's own koord-scheduler, koord-descheduler and koord-manager, run against a harness ControlPlane.
+
+The binaries come from `koordbuild` (Koordinator v1.8.0, cached like the Kubernetes components). Each start function
+installs the Koordinator CRDs Loadline does not define itself (Reservation, Device, PodMigrationJob, ...: without them
+koord-scheduler's informers never sync), writes the component's config under the plane's root, starts it as a
+`Component` registered in `plane.extra` (so `plane.stop()` and `plane.log_report()` cover it) and waits until it
+serves. Loadline's own NodeMetric/NodeSLO/PodGroup CRDs stay in place: Koordinator reads the objects Loadline's CRDs
+admit, which is the compatibility under test.
+
+    with start_koord_scheduler(plane) as koord:          # schedulerName "koord-scheduler", LoadAware on
+        ...                                                # pods with spec.schedulerName = koord.scheduler_name
+    start_koord_scheduler(plane, load_aware_args={"usageThresholds": {"cpu": 70}})
+    start_koord_scheduler(plane, config=my_kube_scheduler_configuration)   # a whole config of your own
+    start_koord_descheduler(plane, low={"cpu": 45}, high={"cpu": 75}, dry_run=True)
+    start_koord_manager(plane)                             # NodeMetric + NodeSLO per node, batch resources on Nodes
+
+Every function returns a `KoordProcess`: a `Component` (stop/kill/log_tail/alive) that is also a context manager
+(leaving the block stops it). `process.pid` is the process to sample for CPU time. Leader election is off unless
+asked for (`leader_elect=True`: the Lease `<name>` in `koordinator-system`, see `lease_holder`). The pure parts
+(configs, argv, which CRDs are extra) are plain functions, unit-tested in tests/unit/test_koordinator_harness.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import yaml
+
+from tests.harness import koordbuild
+from tests.harness.controlplane import CRDS_DIR, ControlPlane
+from tests.harness.processes import Component, free_port, http_ok, wait_until
+
+KOORD_NAMESPACE = "koordinator-system"
+KOORD_SCHEDULER_NAME = "koord-scheduler"
+SCHEDULER_CONFIG_API = "kubescheduler.config.k8s.io/v1"
+DESCHEDULER_CONFIG_API = "descheduler/v1alpha2"
+# Loadline's LoadAwareSchedulingArgs defaults are Koordinator's chart values: the same args on both sides.
+DEFAULT_LOAD_AWARE_ARGS: dict[str, Any] = {
+    "filterExpiredNodeMetrics": True,
+    "nodeMetricExpirationSeconds": 180,
+    "resourceWeights": {"cpu": 1, "memory": 1},
+    "usageThresholds": {"cpu": 65, "memory": 95},
+    "estimatedScalingFactors": {"cpu": 85, "memory": 70},
+}
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class KoordProcess(Component):
+    """A running Koordinator component; `url` is its health (scheduler, descheduler) or metrics (manager) URL."""
+
+    url: str = ""
+    scheduler_name: str = ""
+    config_path: Path | None = None
+    extra_ports: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.proc.pid
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+# --- pure: which CRDs, which configs -------------------------------------------------------------------------
+def crd_names(directory: Path) -> dict[str, Path]:
+    """metadata.name -> file of every CustomResourceDefinition in a directory of YAML files."""
+    found: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                found[str(doc["metadata"]["name"])] = path
+    return found
+
+
+def extra_crds(koordinator: Path, loadline: Path = CRDS_DIR) -> list[Path]:
+    """Koordinator's CRD files for the kinds Loadline does not define (Loadline's own definitions stay in force)."""
+    ours = crd_names(loadline)
+    return sorted({path for name, path in crd_names(koordinator).items() if name not in ours})
+
+
+def scheduler_config(
+    kubeconfig: Path,
+    *,
+    scheduler_name: str = KOORD_SCHEDULER_NAME,
+    load_aware_args: Mapping[str, Any] | None = None,
+    load_aware_weight: int = 1,
+    only_load_aware_score: bool = False,
+    leader_elect: bool = False,
+    lease_name: str = KOORD_SCHEDULER_NAME,
+) -> Obj:
+    """A KubeSchedulerConfiguration: the kube default plugins plus LoadAwareScheduling in filter, score and reserve
+    (Koordinator's chart). `only_load_aware_score` disables every other score plugin, so the node koord-scheduler
+    picks for a lone pod is LoadAware's own best (ties aside)."""
+    score: Obj = {"enabled": [{"name": "LoadAwareScheduling", "weight": load_aware_weight}]}
+    if only_load_aware_score:
+        score["disabled"] = [{"name": "*"}]
+    args = {**DEFAULT_LOAD_AWARE_ARGS, **(load_aware_args or {})}
+    return {
+        "apiVersion": SCHEDULER_CONFIG_API,
+        "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 5000},
+        "leaderElection": {
+            "leaderElect": leader_elect,
+            "resourceLock": "leases",
+            "resourceName": lease_name,
+            "resourceNamespace": KOORD_NAMESPACE,
+        },
+        "profiles": [
+            {
+                "schedulerName": scheduler_name,
+                "plugins": {
+                    "filter": {"enabled": [{"name": "LoadAwareScheduling"}]},
+                    "score": score,
+                    "reserve": {"enabled": [{"name": "LoadAwareScheduling"}]},
+                },
+                "pluginConfig": [
+                    {
+                        "name": "LoadAwareScheduling",
+                        "args": {"apiVersion": SCHEDULER_CONFIG_API, "kind": "LoadAwareSchedulingArgs", **args},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def descheduler_config(
+    kubeconfig: Path,
+    *,
+    low: Mapping[str, int],
+    high: Mapping[str, int],
+    interval_seconds: float = 5,
+    dry_run: bool = False,
+    low_node_load_args: Mapping[str, Any] | None = None,
+    leader_elect: bool = False,
+    lease_name: str = "koord-descheduler",
+) -> Obj:
+    """A DeschedulerConfiguration running LowNodeLoad (balance) with MigrationController evicting directly through
+    the Eviction API (no Reservation, so no koord-scheduler needed). `consecutiveAbnormalities: 1` makes a node
+    that is high once a source, like Loadline's LowNodeLoad without anomaly damping."""
+    args: Obj = {
+        "apiVersion": DESCHEDULER_CONFIG_API,
+        "kind": "LowNodeLoadArgs",
+        "lowThresholds": dict(low),
+        "highThresholds": dict(high),
+        "anomalyCondition": {"consecutiveAbnormalities": 1},
+        "evictableNamespaces": {"exclude": ["kube-system", KOORD_NAMESPACE]},
+        **(low_node_load_args or {}),
+    }
+    return {
+        "apiVersion": DESCHEDULER_CONFIG_API,
+        "kind": "DeschedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 100, "burst": 200},
+        "leaderElection": {
+            "leaderElect": leader_elect,
+            "resourceLock": "leases",
+            "resourceName": lease_name,
+            "resourceNamespace": KOORD_NAMESPACE,
+        },
+        "deschedulingInterval": f"{interval_seconds}s",
+        "dryRun": dry_run,
+        "profiles": [
+            {
+                "name": "koord-descheduler",
+                "plugins": {
+                    "balance": {"enabled": [{"name": "LowNodeLoad"}]},
+                    "evict": {"disabled": [{"name": "*"}], "enabled": [{"name": "MigrationController"}]},
+                    "filter": {"disabled": [{"name": "*"}], "enabled": [{"name": "MigrationController"}]},
+                },
+                "pluginConfig": [
+                    {
+                        "name": "MigrationController",
+                        "args": {
+                            "apiVersion": DESCHEDULER_CONFIG_API,
+                            "kind": "MigrationControllerArgs",
+                            "evictionPolicy": "Eviction",
+                            "defaultJobMode": "EvictDirectly",
+                        },
+                    },
+                    {"name": "LowNodeLoad", "args": args},
+                ],
+            }
+        ],
+    }
+
+
+def manager_argv(
+    binary: Path,
+    kubeconfig: Path,
+    *,
+    metrics_port: int,
+    health_port: int,
+    controllers: Sequence[str] = ("*",),
+    leader_elect: bool = False,
+    verbosity: int = 2,
+) -> list[str]:
+    """koord-manager without webhooks (no certificates to serve) and with its ports on loopback."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--enable-leader-election={str(leader_elect).lower()}",
+        f"--leader-election-namespace={KOORD_NAMESPACE}",
+        "--feature-gates=WebhookFramework=false",
+        f"--config-namespace={KOORD_NAMESPACE}",
+        f"--controllers={','.join(controllers)}",
+        f"--metrics-addr=127.0.0.1:{metrics_port}",
+        f"--health-probe-addr=127.0.0.1:{health_port}",
+        "--enable-pprof=false",
+        f"--v={verbosity}",
+    ]
+
+
+# --- the cluster side ----------------------------------------------------------------------------------------
+def install_koord_crds(plane: ControlPlane) -> list[Path]:
+    """Apply Koordinator's CRDs for the kinds Loadline lacks (once per plane) and the `koordinator-system`
+    namespace; returns the files applied."""
+    files = extra_crds(koordbuild.crd_dir())
+    marker = plane.root / ".koord-crds"
+    if not marker.exists():
+        plane.kubectl("apply", "--server-side", *(arg for path in files for arg in ("-f", str(path))))
+        plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KOORD_NAMESPACE}}
+        plane.apply(namespace)
+        marker.write_text(json.dumps([str(p) for p in files]))
+    return files
+
+
+def lease_holder(plane: ControlPlane, name: str) -> str:
+    """holderIdentity of the Lease `name` in koordinator-system ('' when none)."""
+    out = plane.kubectl("get", "lease", "-n", KOORD_NAMESPACE, name, "-o", "json", check=False)
+    if out.returncode != 0:
+        return ""
+    return str(json.loads(out.stdout).get("spec", {}).get("holderIdentity") or "")
+
+
+def _launch(plane: ControlPlane, process: KoordProcess, ready: str, timeout: float) -> KoordProcess:
+    process.start()
+    plane.extra.append(process)
+    try:
+        wait_until(ready, lambda: http_ok(process.url, insecure=True), timeout, alive=[process])
+    except BaseException:
+        process.stop()
+        raise
+    return process
+
+
+def start_koord_scheduler(
+    plane: ControlPlane,
+    config: Mapping[str, Any] | None = None,
+    *,
+    name: str = KOORD_SCHEDULER_NAME,
+    load_aware_args: Mapping[str, Any] | None = None,
+    only_load_aware_score: bool = False,
+    leader_elect: bool = False,
+    verbosity: int = 2,
+    extra_args: Sequence[str] = (),
+    timeout: float = 90,
+) -> KoordProcess:
+    """koord-scheduler serving pods of `spec.schedulerName == name`; healthy on return. `config`: a whole
+    KubeSchedulerConfiguration instead of `scheduler_config(...)` (its clientConnection.kubeconfig is set)."""
+    install_koord_crds(plane)
+    document = dict(config) if config is not None else scheduler_config(
+        plane.kubeconfig, scheduler_name=name, load_aware_args=load_aware_args,
+        only_load_aware_score=only_load_aware_score, leader_elect=leader_elect, lease_name=name,
+    )  # fmt: skip
+    document["clientConnection"] = {**document.get("clientConnection", {}), "kubeconfig": str(plane.kubeconfig)}
+    profiles = document.get("profiles") or [{}]
+    path = plane.root / f"{name}-config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    port, insecure = free_port(), free_port()
+    process = KoordProcess(
+        name,
+        [
+            str(koordbuild.ensure(["koord-scheduler"])["koord-scheduler"]),
+            f"--config={path}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            # the deprecated insecure port still binds (default 10251, shared machine-wide) unless moved
+            "--address=127.0.0.1",
+            f"--port={insecure}",
+            "--authentication-skip-lookup=true",
+            f"--v={verbosity}",
+            *extra_args,
+        ],
+        plane.root / "logs" / f"{name}.log",
+        url=f"https://127.0.0.1:{port}/healthz",
+        scheduler_name=str(profiles[0].get("schedulerName", "default-scheduler")),
+        config_path=path,
+        extra_ports={"secure": port, "insecure": insecure},
+    )
+    return _launch(plane, process, f"{name} /healthz", timeout)
+
+
+def start_koord_descheduler(
+    plane: ControlPlane,
+    config: Mapping[str, Any] | None = None,
+    *,
+    name: str = "koord-descheduler",
+    low: Mapping[str, int] | None = None,
+    high: Mapping[str, int] | None = None,
+    interval_seconds: float = 5,
+    dry_run: bool = False,
+    low_node_load_args: Mapping[str, Any] | None = None,
+    leader_elect: bool = False,
+    verbosity: int = 3,
+    timeout: float = 90,
+) -> KoordProcess:
+    """koord-descheduler with LowNodeLoad (thresholds in percent; Koordinator's chart values by default)."""
+    install_koord_crds(plane)
+    document = dict(config) if config is not None else descheduler_config(
+        plane.kubeconfig, low=low or {"cpu": 45, "memory": 55}, high=high or {"cpu": 75, "memory": 80},
+        interval_seconds=interval_seconds, dry_run=dry_run, low_node_load_args=low_node_load_args,
+        leader_elect=leader_elect, lease_name=name,
+    )  # fmt: skip
+    document["clientConnection"] = {**document.get("clientConnection", {}), "kubeconfig": str(plane.kubeconfig)}
+    path = plane.root / f"{name}-config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    port, insecure = free_port(), free_port()
+    process = KoordProcess(
+        name,
+        [
+            str(koordbuild.ensure(["koord-descheduler"])["koord-descheduler"]),
+            f"--config={path}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            # the deprecated insecure port still binds (default 10251, shared machine-wide) unless moved
+            "--address=127.0.0.1",
+            f"--port={insecure}",
+            # its default is a directory relative to the working directory; keep its self-signed cert in the root
+            f"--cert-dir={plane.root / f'{name}-certs'}",
+            f"--v={verbosity}",
+        ],
+        plane.root / "logs" / f"{name}.log",
+        url=f"https://127.0.0.1:{port}/healthz",
+        config_path=path,
+        extra_ports={"secure": port, "insecure": insecure},
+    )
+    return _launch(plane, process, f"{name} /healthz", timeout)
+
+
+def start_koord_manager(
+    plane: ControlPlane,
+    *,
+    name: str = "koord-manager",
+    controllers: Sequence[str] = ("*",),
+    leader_elect: bool = False,
+    verbosity: int = 2,
+    timeout: float = 90,
+) -> KoordProcess:
+    """koord-manager (slo-controller: NodeMetric, NodeSLO, batch resources on Nodes) reading the ConfigMap
+    `slo-controller-config` in koordinator-system. With webhooks off it registers no readiness check, so readiness
+    is its /metrics answering."""
+    install_koord_crds(plane)
+    metrics_port, health_port = free_port(), free_port()
+    process = KoordProcess(
+        name,
+        manager_argv(
+            koordbuild.ensure(["koord-manager"])["koord-manager"],
+            plane.kubeconfig,
+            metrics_port=metrics_port,
+            health_port=health_port,
+            controllers=controllers,
+            leader_elect=leader_elect,
+            verbosity=verbosity,
+        ),
+        plane.root / "logs" / f"{name}.log",
+        url=f"http://127.0.0.1:{metrics_port}/metrics",
+        extra_ports={"metrics": metrics_port, "health": health_port},
+    )
+    return _launch(plane, process, f"{name} /metrics", timeout)
