@@ -284,7 +284,7 @@ def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str
     f_errors = families.get(
         "loadline_agent_collector_series_errors_total",
         "counter",
-        "Series skipped by the collector, by reason (vanished, permission, garbage, io, bad_id).",
+        f"Samples skipped by the collector, by reason ({', '.join(SERIES_ERROR_REASONS)}).",
     )
     f_series = families.get("loadline_agent_store_series", "gauge", "Series held in the sample store.")
     f_store = families.get("loadline_agent_store_bytes", "gauge", "Bytes of the sample store's arrays.")

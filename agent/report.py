@@ -60,7 +60,7 @@ from common.api.nodemetric import (
     ResourceMap,
 )
 from common.api.pod import priority_class_of, qos_class_of
-from common.api.quantity import Format, Quantity
+from common.api.quantity import MAX_CONSUMER_UNITS, Format, Quantity
 from common.api.wire import GoDuration
 
 log = logging.getLogger("loadline.agent.report")
@@ -230,15 +230,17 @@ def aggregate(ring: SampleRing, now: float, policy: ReportPolicy, *, executor: E
 
 # ------------------------------------------------------------------------------------------------ quantities
 def cpu_quantity(cores: float) -> Quantity | None:
-    """Koordinator: `resource.NewMilliQuantity(int64(cores*1000), DecimalSI)` (truncated)."""
-    if not math.isfinite(cores):
+    """Koordinator: `resource.NewMilliQuantity(int64(cores*1000), DecimalSI)` (truncated). None for a value no
+    consumer could hold (not finite, or above MAX_CONSUMER_UNITS: it would make the whole NodeMetric
+    malformed); the inputs are range-checked where they are read, so this is the last guard only."""
+    if not math.isfinite(cores) or cores * 1000 > MAX_CONSUMER_UNITS:
         return None
     return Quantity.from_milli(max(int(cores * 1000), 0), Format.DECIMAL_SI)
 
 
 def memory_quantity(value: float) -> Quantity | None:
-    """Koordinator: `resource.NewQuantity(int64(bytes), BinarySI)`."""
-    if not math.isfinite(value):
+    """Koordinator: `resource.NewQuantity(int64(bytes), BinarySI)`; None as for `cpu_quantity`."""
+    if not math.isfinite(value) or value > MAX_CONSUMER_UNITS:
         return None
     return Quantity.from_int(max(int(value), 0), Format.BINARY_SI)
 

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from agent.collectors.base import Collector, CollectorStats, run_collector
+from agent.collectors.base import Collector, CollectorStats, SeriesErrors, run_collector
 from agent.collectors.system import system_usage
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
     CPU_CFS_THROTTLED_RATIO,
+    CPU_USAGE_CORES,
     CPU_USAGE_SECONDS,
     DERIVATION_INPUTS,
     MEMORY_ANON_USAGE_BYTES,
@@ -87,8 +88,9 @@ class Sampler:
         self.last_cycle_seconds: float | None = None  # duration of the last cycle (self-metrics)
         self._block_plans: dict[str, _BlockPlan] = {}  # per collector
 
-    def _take_block(self, name: str, block: SampleBlock, at: float, cycle: _Cycle) -> None:
-        """Rate, derive and sum one collector's block into this cycle's column."""
+    def _take_block(self, name: str, block: SampleBlock, at: float, cycle: _Cycle, errors: SeriesErrors) -> None:
+        """Rate, derive and sum one collector's block into this cycle's column; counters that went backwards
+        and rates beyond what is possible are dropped and counted in the collector's `errors`."""
         plan = self._block_plans.get(name)
         if plan is None or plan.layout is not block.layout:
             plan = self._block_plans[name] = _BlockPlan.build(
@@ -109,6 +111,23 @@ class Sampler:
             return
         readings = slots[plan.counters]
         rates = plan.rates.update(readings, at)
+        identities = plan.rates.identities
+        for position in plan.rates.went_backwards:
+            errors.rejected(_series_name(identities[position]), SeriesErrors.BACKWARDS, "counter went backwards")
+        for position in plan.rates.too_large:
+            errors.rejected(_series_name(identities[position]), SeriesErrors.IMPLAUSIBLE, "rate above the maximum")
+        if plan.cpu.size and usage.capacity:
+            # A cgroup cannot use more CPUs than the node has; well above that, its counter jumped (garbage).
+            # The margin covers the jitter of when in the cycle each cgroup is read.
+            cpu = rates[plan.cpu]
+            with np.errstate(invalid="ignore"):
+                over = cpu > usage.capacity * _CPU_RATE_SLACK
+            if over.any():
+                for position in plan.cpu[over].tolist():
+                    errors.rejected(
+                        _series_name(identities[position]), SeriesErrors.IMPLAUSIBLE, "CPU rate above the node's CPUs"
+                    )
+                rates[plan.cpu[over]] = np.nan
         if plan.node_cpu is not None and usage.capacity:
             # Busy ticks are counted per CPU at tick granularity, so one interval can read a little above the
             # CPUs there are; the node cannot use more than it has (no percentile above capacity either).
@@ -164,10 +183,15 @@ class Sampler:
         total = 0
         for collector in self.collectors:
             at = self._clock()
-            block = await run_collector(collector, self.stats[collector.name], at)
+            stats = self.stats[collector.name]
+            block = await run_collector(collector, stats, at)
             total += len(block)
             raw.append(block)
-            self._take_block(collector.name, block, at, cycle)
+            errors = collector.errors
+            before = errors.total
+            self._take_block(collector.name, block, at, cycle, errors)
+            if errors.total != before:
+                stats.series_errors = dict(errors.by_reason)
         keys, values = cycle.keys, cycle.values
         for key, value in cycle.usage.system():
             keys.append(key)
@@ -194,6 +218,17 @@ _POD_CPU = 3  # stored, and summed into the pods' CPU for system usage
 _NODE_CPU = 4  # stored, and the node's CPU for system usage
 _DECLARED = 5  # the collector declared the rate's key (`BlockLayout.rate_keys`): stored and exported
 _NO_KEY = SeriesKey("")  # the stored key of counters that are not stored
+_CPU_RATE_SLACK = 1.5  # a cgroup's CPU rate above this many times the node's CPUs is dropped as garbage
+
+
+def _series_name(identity: Hashable) -> str:
+    """A counter slot's (key, source) as a log names it: `cpu_usage_seconds_total pod=... container=...`."""
+    key = identity[0] if isinstance(identity, tuple) else identity
+    if not isinstance(key, SeriesKey):
+        return str(key)
+    labels = zip(("pod", "container", "device"), key[1:], strict=True)
+    return " ".join([key.metric, *(f"{name}={value}" for name, value in labels if value)])
+
 
 # What a gauge contributes to system usage (see `_gauge_role`).
 _PLAIN = 0  # nothing: only stored
@@ -295,6 +330,7 @@ class _BlockPlan:
     stored: I64  # counter positions whose rate is stored ...
     stored_keys: list[SeriesKey]  # ... under these keys
     pod_cpu: I64  # counter positions of pod CPU
+    cpu: I64  # counter positions of every pod and container CPU rate (bounded by the node's CPUs)
     node_cpu: int | None  # counter position
     ratio_periods: I64  # counter positions of CFS periods ...
     ratio_throttled: I64  # ... and of their throttled periods ...
@@ -313,6 +349,7 @@ class _BlockPlan:
         stored: list[int] = []
         stored_keys: list[SeriesKey] = []
         pod_cpu: list[int] = []
+        cpu: list[int] = []
         exported: list[int] = []
         exported_keys: list[SeriesKey] = []
         max_rates: list[float] = []
@@ -340,6 +377,8 @@ class _BlockPlan:
                 continue
             stored.append(position)
             stored_keys.append(stored_key)
+            if stored_key.metric == CPU_USAGE_CORES:
+                cpu.append(position)
             if role == _DECLARED:
                 exported.append(position)
                 exported_keys.append(stored_key)
@@ -371,6 +410,7 @@ class _BlockPlan:
             _indices(stored),
             stored_keys,
             _indices(pod_cpu),
+            _indices(cpu),
             node_cpu,
             _indices(ratio_periods),
             _indices(ratio_throttled),

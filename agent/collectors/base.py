@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import errno
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from agent.collectors.checked import OutOfRangeError
 from agent.series import BlockLayout, SampleBlock
 
 if TYPE_CHECKING:
     from agent.collectors.devices import Device
+
+log = logging.getLogger("loadline.agent.collectors")
+
+# How many distinct bad series one collector logs (each once); beyond that they are only counted, so a
+# hostile tree of thousands of garbage files cannot flood the log or grow the agent's memory.
+MAX_LOGGED_SERIES = 1000
 
 
 class SeriesErrors:
@@ -28,9 +36,14 @@ class SeriesErrors:
     GARBAGE = "garbage"  # unparsable contents
     IO = "io"  # any other OSError
     BAD_ID = "bad_id"  # pod UID / container ID that cannot name a cgroup
+    OUT_OF_RANGE = "out_of_range"  # a number the kernel cannot have written (`agent.collectors.checked`)
+    BACKWARDS = "backwards"  # a counter below its previous reading (same source): no rate from that sample
+    IMPLAUSIBLE = "implausible"  # a rate beyond what the device or node can do (a counter that jumped)
 
-    def __init__(self) -> None:
+    def __init__(self, collector: str = "") -> None:
+        self.collector = collector
         self.by_reason: dict[str, int] = {}
+        self._logged: set[tuple[str, str]] = set()
 
     @property
     def total(self) -> int:
@@ -42,6 +55,24 @@ class SeriesErrors:
     def record_os_error(self, exc: OSError) -> None:
         self.record(classify_os_error(exc))
 
+    def bad_value(self, series: str, exc: ValueError) -> None:
+        """A value of `series` (a file path, or a series key as text) that was refused: counted as garbage or
+        out of range, and logged once per series and reason."""
+        reason = SeriesErrors.OUT_OF_RANGE if isinstance(exc, OutOfRangeError) else SeriesErrors.GARBAGE
+        self.rejected(series, reason, str(exc))
+
+    def rejected(self, series: str, reason: str, detail: str) -> None:
+        """One sample of `series` dropped for `reason`: counted, and logged the first time per (series, reason)."""
+        self.record(reason)
+        logged = self._logged
+        if (series, reason) in logged or len(logged) > MAX_LOGGED_SERIES:
+            return
+        logged.add((series, reason))
+        if len(logged) > MAX_LOGGED_SERIES:
+            log.warning("%s: more than %d bad series; further ones are only counted", self.collector, MAX_LOGGED_SERIES)
+            return
+        log.warning("%s: %s: %s (%s); sample dropped, logged once per series", self.collector, series, detail, reason)
+
 
 SERIES_ERROR_REASONS = (
     SeriesErrors.VANISHED,
@@ -49,6 +80,9 @@ SERIES_ERROR_REASONS = (
     SeriesErrors.GARBAGE,
     SeriesErrors.IO,
     SeriesErrors.BAD_ID,
+    SeriesErrors.OUT_OF_RANGE,
+    SeriesErrors.BACKWARDS,
+    SeriesErrors.IMPLAUSIBLE,
 )
 
 _VANISHED_ERRNOS = frozenset({errno.ENOENT, errno.ENODEV, errno.ESRCH, errno.ENOTDIR})

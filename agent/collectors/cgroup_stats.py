@@ -13,13 +13,13 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from agent.collectors.checked import parse_u64
+
 
 def parse_int(data: bytes) -> int:
-    """A file holding one non-negative integer (cpuacct.usage, memory.current, ...)."""
-    value = int(data.strip())  # ValueError on garbage or empty
-    if value < 0:
-        raise ValueError("negative counter")
-    return value
+    """A file holding one unsigned 64-bit integer (cpuacct.usage, memory.current, ...). ValueError on garbage
+    or empty, OutOfRangeError (a ValueError) when negative or at/above 2^64."""
+    return parse_u64(data)
 
 
 def parse_keyed(data: bytes) -> dict[bytes, int]:
@@ -27,7 +27,8 @@ def parse_keyed(data: bytes) -> dict[bytes, int]:
     fields = data.split()
     if not fields or len(fields) % 2:
         raise ValueError("not a flat keyed file")
-    return {key: int(value) for key, value in zip(fields[::2], fields[1::2], strict=True)}
+    pairs = zip(fields[::2], fields[1::2], strict=True)
+    return {key: parse_u64(value, key.decode(errors="replace")) for key, value in pairs}
 
 
 def pick_keyed(data: bytes, keys: tuple[bytes, ...]) -> tuple[int, ...]:
@@ -43,7 +44,7 @@ def pick_keyed(data: bytes, keys: tuple[bytes, ...]) -> tuple[int, ...]:
             raise KeyError(key.decode())
         start = at + len(needle)
         end = data.find(b"\n", start)
-        out.append(int(data[start:] if end < 0 else data[start:end]))
+        out.append(parse_u64(data[start:] if end < 0 else data[start:end], key.decode()))
     return tuple(out)
 
 
@@ -74,10 +75,13 @@ _V2_CFS = (b"nr_periods", b"nr_throttled", b"throttled_usec")
 # Fast paths: the kernel prints these keys in a fixed order (v1 cpu.stat starts with nr_periods, v2 with
 # usage_usec), so an anchored regex match extracts them at a fraction of the cost of key-by-key searches, and
 # the results are built with tuple.__new__ (NamedTuple's own __new__ is Python code; this runs for every
-# cgroup every second). Anything else (other kernels, reordered keys) takes the general path.
-_FAST_V1_CFS = re.compile(rb"nr_periods (\d+)\nnr_throttled (\d+)\nthrottled_time (\d+)\n")
-_FAST_V2_USAGE = re.compile(rb"usage_usec (\d+)\n")
-_FAST_V2_CFS = re.compile(rb"\nnr_periods (\d+)\nnr_throttled (\d+)\nthrottled_usec (\d+)\n")
+# cgroup every second). Anything else (other kernels, reordered keys) takes the general path. At most 19 digits
+# (below 10^19 < 2^64): a longer number takes the general path too, which range-checks it
+# (`agent.collectors.checked`), so the fast path needs no check of its own.
+_N = rb"(\d{1,19})\n"
+_FAST_V1_CFS = re.compile(rb"nr_periods (\d{1,19})\nnr_throttled (\d{1,19})\nthrottled_time " + _N)
+_FAST_V2_USAGE = re.compile(rb"usage_usec " + _N)
+_FAST_V2_CFS = re.compile(rb"\nnr_periods (\d{1,19})\nnr_throttled (\d{1,19})\nthrottled_usec " + _N)
 _new = tuple.__new__
 
 
@@ -87,15 +91,18 @@ def _lru_pattern(prefix: bytes) -> tuple[bytes, re.Pattern[bytes]]:
     start = b"\n" + p + b"inactive_anon "
     return start, re.compile(
         re.escape(start)
-        + rb"(\d+)\n"
+        + _N
         + p
-        + rb"active_anon (\d+)\n"
+        + b"active_anon "
+        + _N
         + p
-        + rb"inactive_file (\d+)\n"
+        + b"inactive_file "
+        + _N
         + p
         + rb"active_file \d+\n"
         + p
-        + rb"unevictable (\d+)\n"
+        + b"unevictable "
+        + _N
     )
 
 

@@ -149,7 +149,7 @@ class CgroupCollector:
         self._forced = (version, driver)
         self._psi = psi
         self._reader = reader or PseudoFileReader()
-        self._errors = SeriesErrors()
+        self._errors = SeriesErrors("cgroups")
         self.layout: CgroupLayout | None = None
         self._targets: list[_Target] = []
         self._block = BlockLayout((), (), ())
@@ -358,15 +358,15 @@ class CgroupCollector:
                 cpu_stat = parse_cpu_stat(read(files.cpu_stat), 1 if v1 else 2)
             except OSError as exc:
                 gone |= self._failed(exc)
-            except ValueError:
-                garbage.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                garbage.bad_value(files.cpu_stat, exc)
         if files.cpuacct_usage is not None:
             try:
                 values[o + _CPU] = parse_int(read(files.cpuacct_usage)) / 1e9
             except OSError as exc:
                 gone |= self._failed(exc)
-            except ValueError:
-                garbage.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                garbage.bad_value(files.cpuacct_usage, exc)
         elif cpu_stat is not None and cpu_stat.usage_ns is not None:
             values[o + _CPU] = cpu_stat.usage_ns / 1e9
         # nr_periods stays 0 until a CFS quota applies: no quota, no throttling series
@@ -385,8 +385,8 @@ class CgroupCollector:
                 values[slot : slot + 4] = psi_values(read(path))
             except OSError as exc:
                 gone |= self._failed(exc)
-            except ValueError:
-                garbage.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                garbage.bad_value(path, exc)
             slot += 4
         return not gone
 
@@ -399,16 +399,16 @@ class CgroupCollector:
             mem = parse_memory_stat(read(files.memory_stat), 1 if v1 else 2)
         except OSError as exc:
             gone |= self._failed(exc)
-        except ValueError:
-            self._errors.record(SeriesErrors.GARBAGE)
+        except ValueError as exc:
+            self._errors.bad_value(files.memory_stat, exc)
         else:
             values[o + _ANON] = float(mem.anon_usage)
         try:
             usage = parse_int(read(files.memory_usage))
         except OSError as exc:
             gone |= self._failed(exc)
-        except ValueError:
-            self._errors.record(SeriesErrors.GARBAGE)
+        except ValueError as exc:
+            self._errors.bad_value(files.memory_usage, exc)
         else:
             if mem is not None:
                 values[o + _WORKING_SET] = float(working_set(usage, mem.inactive_file))

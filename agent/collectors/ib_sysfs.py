@@ -5,8 +5,11 @@ Formats from the kernel ABI (`Documentation/ABI/stable/sysfs-class-infiniband`) 
 
 from __future__ import annotations
 
+import math
 import os
 import re
+
+from agent.collectors.checked import OutOfRangeError, parse_u64
 
 _RATE_TEXT = re.compile(rb"\s*([0-9]+(?:\.[0-9]+)?)\s*([GM])b/sec")
 _UVERBS = re.compile(r"uverbs([0-9]+)")
@@ -17,7 +20,10 @@ def parse_state(data: bytes) -> tuple[int, str]:
     number, sep, name = data.decode("ascii").partition(":")
     if not sep:
         raise ValueError(f"not '<id>: <name>': {data!r}")
-    return int(number), name.strip()
+    state = int(number)
+    if not 0 <= state < 256:  # a u8 in the IB spec (PortInfo PortState / PortPhysicalState)
+        raise OutOfRangeError(f"state {state} outside 0..255")
+    return state, name.strip()
 
 
 def parse_rate(data: bytes) -> float:
@@ -26,14 +32,14 @@ def parse_rate(data: bytes) -> float:
     if match is None:
         raise ValueError(f"not a rate: {data!r}")
     value = float(match.group(1))
+    if not math.isfinite(value):  # float() turns a 400-digit number into inf rather than failing
+        raise OutOfRangeError(f"rate {data!r} is not finite")
     return value * (125_000_000 if match.group(2) == b"G" else 125_000)
 
 
 def parse_counter(data: bytes) -> int:
-    value = int(data)
-    if value < 0:
-        raise ValueError("negative counter")
-    return value
+    """ValueError on garbage, OutOfRangeError outside [0, 2^64)."""
+    return parse_u64(data, "counter")
 
 
 def pci_address(device_link: str) -> str | None:

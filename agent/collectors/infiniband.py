@@ -232,7 +232,7 @@ class InfinibandCollector:
         self._rescan_seconds = rescan_seconds
         self._reader = reader or PseudoFileReader()
         self._builder = BlockBuilder()
-        self._errors = SeriesErrors()
+        self._errors = SeriesErrors("infiniband")
         self._ports: list[_Port] = []
         self._devices: tuple[Device, ...] = ()
         self._rescan_at = -math.inf
@@ -387,24 +387,24 @@ class InfinibandCollector:
         if data is not None:
             try:
                 state_id, state = parse_state(data)
-            except ValueError:
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                self._errors.bad_value(f"{port.directory}/state", exc)
             else:
                 out.add(port.state_key, float(state_id))
         data = self._read(f"{port.directory}/phys_state", now)
         if data is not None:
             try:
                 phys_id, phys = parse_state(data)
-            except ValueError:
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                self._errors.bad_value(f"{port.directory}/phys_state", exc)
             else:
                 out.add(port.phys_key, float(phys_id))
         data = self._read(f"{port.directory}/rate", now)
         if data is not None:
             try:
                 port.link_bytes_per_second = parse_rate(data)
-            except ValueError:
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                self._errors.bad_value(f"{port.directory}/rate", exc)
             else:
                 rate_text = data.decode("ascii", "replace").strip()
                 out.add(port.rate_key, port.link_bytes_per_second)
@@ -417,8 +417,8 @@ class InfinibandCollector:
                 continue
             try:
                 value = parse_counter(data)
-            except ValueError:
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                self._errors.bad_value(counter.path, exc)
                 continue
             if counter.rate is not None and value in _SATURATED:
                 self._saturated(port, counter)

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Final
 
 from agent.collectors.base import SeriesErrors
+from agent.collectors.checked import check_all_u64
 from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.worker import BlockingWorker
@@ -99,14 +100,12 @@ _FIELDS: Final = (
 
 
 def parse_counters(rest: bytes) -> tuple[int, ...]:
-    """The 16 counters after `<name>:` in /proc/net/dev; ValueError if short, not numbers or negative."""
+    """The 16 counters after `<name>:` in /proc/net/dev; ValueError if short or not numbers, OutOfRangeError
+    if one is outside [0, 2^64)."""
     fields = rest.split()
     if len(fields) < _COLUMNS:
         raise ValueError("short line")
-    values = tuple(int(f) for f in fields[:_COLUMNS])
-    if min(values) < 0:
-        raise ValueError("negative counter")
-    return values
+    return check_all_u64(tuple(int(f) for f in fields[:_COLUMNS]), "counters")
 
 
 def parse_proc_net_dev(data: bytes) -> tuple[dict[str, tuple[int, ...]], int]:
@@ -260,7 +259,7 @@ class NetdevCollector:
         self._list_links = list_links or partial(netlink_links if netlink else sysfs_links, str(sysfs_root))
         self._reader = reader or PseudoFileReader()
         self._builder = BlockBuilder()
-        self._errors = SeriesErrors()
+        self._errors = SeriesErrors("netdev")
         self._worker = BlockingWorker("loadline-netlink")
         self._pending: Future[list[LinkInfo]] | None = None
         self._inventory_at = -math.inf
@@ -324,8 +323,8 @@ class NetdevCollector:
                     excluded.add(raw_name)
                     continue
                 values = parse_counters(rest)
-            except ValueError:  # also UnicodeDecodeError
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:  # also UnicodeDecodeError
+                self._errors.bad_value(f"{self._path} {raw_name.decode(errors='replace')}", exc)
                 continue
             seen.add(raw_name)
             source = iface.source

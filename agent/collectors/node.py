@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.collectors.base import SeriesErrors
+from agent.collectors.checked import check_all_u64, check_u64
 from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.psi import PsiKeys, parse_psi, psi_samples
@@ -55,9 +56,9 @@ def parse_proc_stat(data: bytes) -> CpuTicks:
             continue
         fields = line.split()
         if fields[0] == b"cpu":
-            values = [int(f) for f in fields[1:]]
-            if len(values) < 7 or min(values) < 0:
-                raise ValueError("short or negative aggregate cpu line in /proc/stat")
+            values = check_all_u64(tuple(int(f) for f in fields[1:]), "/proc/stat cpu ticks")
+            if len(values) < 7:
+                raise ValueError("short aggregate cpu line in /proc/stat")
             busy = tuple(values[i] for i in _BUSY_FIELDS)
         elif fields[0][3:].isdigit():
             cpus += 1
@@ -67,7 +68,8 @@ def parse_proc_stat(data: bytes) -> CpuTicks:
 
 
 def parse_meminfo(data: bytes) -> dict[str, int]:
-    """Key -> bytes for the `kB` lines of /proc/meminfo."""
+    """Key -> bytes for the `kB` lines of /proc/meminfo. ValueError on a value that is not a number,
+    OutOfRangeError on one outside [0, 2^64) (in bytes)."""
     out: dict[str, int] = {}
     for line in data.splitlines():
         name, sep, rest = line.partition(b":")
@@ -76,8 +78,9 @@ def parse_meminfo(data: bytes) -> dict[str, int]:
         parts = rest.split()
         if not parts:
             continue
+        key = name.decode("ascii", "replace")
         value = int(parts[0])
-        out[name.decode("ascii", "replace")] = value * 1024 if len(parts) > 1 and parts[1] == b"kB" else value
+        out[key] = check_u64(value * 1024 if len(parts) > 1 and parts[1] == b"kB" else value, key)
     return out
 
 
@@ -112,7 +115,7 @@ class NodeCollector:
         self._root = str(proc_root).rstrip("/")
         self._hz = clock_ticks or os.sysconf("SC_CLK_TCK")
         self._reader = reader or PseudoFileReader()
-        self._errors = SeriesErrors()
+        self._errors = SeriesErrors("node")
         self._builder = BlockBuilder()
         self._prev_busy: tuple[int, ...] | None = None
         self._busy_ticks = 0  # synthesized, never decreasing
@@ -157,8 +160,8 @@ class NodeCollector:
             return
         try:
             ticks = parse_proc_stat(data)
-        except ValueError:
-            self._errors.record(SeriesErrors.GARBAGE)
+        except ValueError as exc:
+            self._errors.bad_value(f"{self._root}/stat", exc)
             return
         if self._prev_busy is not None:
             self._busy_ticks += sum(max(cur - old, 0) for cur, old in zip(ticks.busy, self._prev_busy, strict=True))
@@ -172,8 +175,8 @@ class NodeCollector:
             return
         try:
             mem = node_memory(parse_meminfo(data))
-        except ValueError:
-            self._errors.record(SeriesErrors.GARBAGE)
+        except ValueError as exc:
+            self._errors.bad_value(f"{self._root}/meminfo", exc)
             return
         out.append(Sample(SeriesKey(NODE_MEMORY_TOTAL_BYTES), float(mem.total)))
         out.append(Sample(SeriesKey(NODE_MEMORY_USAGE_BYTES), float(mem.usage)))
@@ -196,7 +199,7 @@ class NodeCollector:
                 continue
             try:
                 reading = parse_psi(data)
-            except ValueError:
-                self._errors.record(SeriesErrors.GARBAGE)
+            except ValueError as exc:
+                self._errors.bad_value(path, exc)
                 continue
             psi_samples(reading, self._psi_keys[resource], "", out)

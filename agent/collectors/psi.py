@@ -11,6 +11,7 @@ import math
 import re
 from typing import NamedTuple
 
+from agent.collectors.checked import OutOfRangeError, check_u64
 from agent.series import Kind, Sample, SeriesKey, psi_avg10_metric, psi_total_metric
 
 
@@ -21,10 +22,11 @@ class PsiReading(NamedTuple):
     full_total_seconds: float | None
 
 
-# The kernel's exact layout; read for every pod every second, so the common case is one regex match.
+# The kernel's exact layout; read for every pod every second, so the common case is one regex match. Totals of
+# at most 19 digits (below 2^64) need no range check here; longer ones take the general path, which checks.
 _FAST = re.compile(
-    rb"some avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d+)\n"
-    rb"(?:full avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d+)\n)?\Z"
+    rb"some avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d{1,19})\n"
+    rb"(?:full avg10=(\d+\.\d+) avg60=\d+\.\d+ avg300=\d+\.\d+ total=(\d{1,19})\n)?\Z"
 )
 
 
@@ -43,7 +45,7 @@ def psi_values(data: bytes) -> tuple[float, float, float, float]:
     else:
         values = _parse_general(data)
     if values[0] > 1.0 or values[2] > 1.0:  # NaN (no `full` line) compares False
-        raise ValueError("PSI average above 100 %")
+        raise OutOfRangeError("PSI average above 100 %")
     return values
 
 
@@ -68,8 +70,9 @@ def _parse_general(data: bytes) -> tuple[float, float, float, float]:
             avg10, total_us = float(values[b"avg10"]), int(values[b"total"])
         except (KeyError, ValueError) as exc:
             raise ValueError(f"bad PSI line {line!r}") from exc
-        if avg10 < 0.0 or total_us < 0:
-            raise ValueError(f"negative PSI values in {line!r}")
+        if not 0.0 <= avg10 <= 100.0:  # also NaN, which float() accepts
+            raise OutOfRangeError(f"PSI average {avg10} outside 0..100 in {line!r}")
+        check_u64(total_us, "PSI total")
         lines[fields[0]] = (avg10 / 100.0, total_us / 1e6)
     if b"some" not in lines:
         raise ValueError("PSI file without a 'some' line")

@@ -56,6 +56,10 @@ class SlotRates:
         self.time: F64 = np.full(len(self.identities), np.nan)
         caps = np.asarray(max_rates if max_rates is not None else (), dtype=np.float64)
         self.max_rate: F64 | None = caps if caps.size and bool(np.isfinite(caps).any()) else None
+        # Slots of the last update whose counter went backwards / whose rate was too large (for the caller
+        # to name the series: the drops above are only totals).
+        self.went_backwards: list[int] = []
+        self.too_large: list[int] = []
 
     def carry_over(self, old: SlotRates) -> None:
         """Take the baselines of `old` for the identities both share."""
@@ -87,13 +91,17 @@ class SlotRates:
         drops.first += int(np.count_nonzero(first))
         drops.not_advanced += int(np.count_nonzero(present & ~first & ~advanced))
         drops.stall += int(np.count_nonzero(stalled))
-        drops.reset += int(np.count_nonzero(reset))
+        resets = int(np.count_nonzero(reset))
+        drops.reset += resets
+        self.went_backwards = np.flatnonzero(reset).tolist() if resets else []
+        self.too_large = []
         if self.max_rate is not None:
             with np.errstate(invalid="ignore"):
                 too_large = rates > self.max_rate
             if too_large.any():
                 drops.too_large += int(np.count_nonzero(too_large))
                 rates[too_large] = np.nan
+                self.too_large = np.flatnonzero(too_large).tolist()
         return rates
 
 

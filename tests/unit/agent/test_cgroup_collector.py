@@ -171,7 +171,7 @@ def test_garbage_contents_cost_only_their_series(tmp_path: Path) -> None:
     assert SeriesKey(CPU_USAGE_SECONDS, pod.uid, "c1") in got
 
 
-def test_negative_and_missing_keys_are_garbage(tmp_path: Path) -> None:
+def test_missing_keys_are_garbage_and_negative_values_out_of_range(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
     pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
     tree.add_pod(pod)
@@ -180,7 +180,7 @@ def test_negative_and_missing_keys_are_garbage(tmp_path: Path) -> None:
     (d / "memory.current").write_text("-5\n")
     c = collector(tree, lambda: [pod])
     got = index(c.collect(0.0))
-    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 2}
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 1, SeriesErrors.OUT_OF_RANGE: 1}
     assert set(k.metric for k in got if "pressure" not in k.metric) == {MEMORY_ANON_USAGE_BYTES}
 
 
