@@ -42,6 +42,7 @@ class ControlPlane:
     kubeconfig: Path
     extra: list[Component] = field(default_factory=list)
     keep_root: bool = False
+    audit_log: Path | None = None  # with `start(audit=True)`: every service account's request, one JSON line each
 
     def binary(self, name: str) -> Path:
         """Path of a component, building it on first use (kwok, kube-scheduler and helm are optional)."""
@@ -56,10 +57,18 @@ class ControlPlane:
     # --- lifecycle ---------------------------------------------------------------
     @classmethod
     def start(
-        cls, root: Path | None = None, *, install_crds: bool = True, keep_root: bool = False, real_nodes: bool = False
+        cls,
+        root: Path | None = None,
+        *,
+        install_crds: bool = True,
+        keep_root: bool = False,
+        real_nodes: bool = False,
+        audit: bool | None = None,
     ) -> ControlPlane:
         """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
-        reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts)."""
+        reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts).
+        `audit`: the API server's audit log of service-account requests (`audit_events()`), for RBAC tests; on by
+        default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -69,6 +78,8 @@ class ControlPlane:
             token = secrets.token_hex(16)
             (root / "tokens.csv").write_text(f'{token},admin,admin-uid,"system:masters"\n')
             etcd_port, peer_port, port = free_port(), free_port(), free_port()
+            audit = real_nodes if audit is None else audit
+            audit_args = _audit_args(root) if audit else []
             etcd = Component(
                 "etcd",
                 [
@@ -115,10 +126,12 @@ class ControlPlane:
                     "--allow-privileged=true",
                     "--profiling=false",
                     "--v=1",
+                    *audit_args,
                 ],
                 root / "logs" / "kube-apiserver.log",
             )
             plane = cls(root, binaries, pki, token, port, etcd, apiserver, root / "kubeconfig", keep_root=keep_root)
+            plane.audit_log = audit_log_path(root) if audit else None
             plane._write_kubeconfig()
             etcd.start()
             wait_until(
@@ -166,6 +179,15 @@ class ControlPlane:
 
     def log_report(self, lines: int = 40) -> str:
         return "\n".join(f"----- {c.name} ({c.log_path}) -----\n{c.log_tail(lines)}" for c in self.components())
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log so far (ResponseComplete stage only: one event per request, with its status code)."""
+        if self.audit_log is None:
+            raise RuntimeError("the control plane was started without audit=True")
+        if not self.audit_log.exists():
+            return []
+        events = [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+        return [e for e in events if e.get("stage") == "ResponseComplete"]
 
     # --- clients -----------------------------------------------------------------
     def _write_kubeconfig(self) -> None:
@@ -318,6 +340,29 @@ class ControlPlane:
             alive=[scheduler],
         )
         return scheduler
+
+
+def audit_log_path(root: Path) -> Path:
+    return root / "logs" / "audit.log"
+
+
+def _audit_args(root: Path) -> list[str]:
+    """Metadata (who, verb, URI, status code) of every service account's request; nothing of anyone else's
+    (the admin token's kubectl calls would only fill the log)."""
+    policy = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "Metadata", "userGroups": ["system:serviceaccounts"]},
+            {"level": "None"},
+        ],
+    }
+    path = root / "audit-policy.yaml"
+    path.write_text(yaml.safe_dump(policy))
+    audit_log_path(root).parent.mkdir(parents=True, exist_ok=True)
+    return [f"--audit-policy-file={path}", f"--audit-log-path={audit_log_path(root)}", "--audit-log-format=json",
+            "--audit-log-mode=blocking"]  # fmt: skip
 
 
 def fake_node(
