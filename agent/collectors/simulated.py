@@ -18,6 +18,8 @@ import numpy as np
 from agent.collectors.base import SeriesErrors
 from agent.collectors.devices import Device
 from agent.series import (
+    CPU_CFS_PERIODS,
+    CPU_CFS_THROTTLED_PERIODS,
     CPU_USAGE_SECONDS,
     MEMORY_ANON_USAGE_BYTES,
     MEMORY_WORKING_SET_BYTES,
@@ -47,6 +49,7 @@ FALLBACK_CPU = 0.1  # cores, for pods with neither requests nor limits (times th
 FALLBACK_MEMORY = 128 * 1024 * 1024
 MEMORY_JITTER = 0.02  # relative standard deviation of memory per sample, before burstiness
 PAGE_CACHE_SHARE = 0.15  # of the node's free memory, shown as page cache
+CFS_PERIOD = 0.1  # seconds, the kernel's default cpu.cfs_period_us
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,7 @@ class SimulatedNodeCollector:
         self._profiles: dict[str, tuple[str, UsageProfile]] = {}  # uid -> (resourceVersion, profile)
         self._invalid: set[str] = set()  # uids whose bad annotation was logged
         self._cpu_seconds: dict[str, float] = {}
+        self._cfs: dict[str, tuple[float, float]] = {}  # uid -> (periods, throttled periods), pods with a CPU limit
         self._node_cpu_seconds = 0.0
         self._last: float | None = None
 
@@ -229,6 +233,7 @@ class SimulatedNodeCollector:
         uids: list[str] = []
         cpus: list[float] = []
         mems: list[float] = []
+        throttled: dict[str, bool] = {}  # uid -> wanted more than its CPU limit this cycle (pods with one)
         for pod in pods:
             uid = str((pod.get("metadata") or {}).get("uid") or "")
             if not uid:
@@ -236,6 +241,7 @@ class SimulatedNodeCollector:
             prof = self.profile(pod)
             cpu = draw_cpu(rng, prof.cpu, prof.burstiness)
             if prof.cpu_limit is not None:
+                throttled[uid] = cpu > prof.cpu_limit
                 cpu = min(cpu, prof.cpu_limit)
             mem = prof.memory * (1.0 + rng.normal(0.0, MEMORY_JITTER * (1.0 + prof.burstiness)))
             mem = max(mem, 0.0)
@@ -265,8 +271,16 @@ class SimulatedNodeCollector:
             out.add(SeriesKey(CPU_USAGE_SECONDS, uid), seconds, Kind.COUNTER, uid)
             out.add(SeriesKey(MEMORY_ANON_USAGE_BYTES, uid), mem)
             out.add(SeriesKey(MEMORY_WORKING_SET_BYTES, uid), mem * 1.05)
+            if uid in throttled:  # a demand above the quota runs out of it in every period of the cycle
+                periods, throttled_periods = self._cfs.get(uid, (0.0, 0.0))
+                periods += dt / CFS_PERIOD
+                throttled_periods += dt / CFS_PERIOD if throttled[uid] else 0.0
+                self._cfs[uid] = (periods, throttled_periods)
+                out.add(SeriesKey(CPU_CFS_PERIODS, uid), periods, Kind.COUNTER, uid)
+                out.add(SeriesKey(CPU_CFS_THROTTLED_PERIODS, uid), throttled_periods, Kind.COUNTER, uid)
         for gone in self._cpu_seconds.keys() - seen:
             del self._cpu_seconds[gone]
+            self._cfs.pop(gone, None)
             self._profiles.pop(gone, None)
         self._node_cpu_seconds += node_cpu * dt
         out.add(SeriesKey(NODE_CPU_USAGE_SECONDS), self._node_cpu_seconds, Kind.COUNTER)

@@ -48,6 +48,9 @@ CONTROLLER_NAME = "loadline-descheduler"
 REFUSED_BACKOFF_ROUNDS = 5
 
 
+SKIP_CATEGORIES = ("malformed", "expired", "no update time", "not reported", "missing", "other")
+
+
 def skip_category(reason: str) -> str:
     """A bounded label for a skip reason (the reason itself carries ages and values)."""
     text = reason.lower()
@@ -226,7 +229,8 @@ class Descheduler:
                     ),
                 )
         categories = Counter(skip_category(reason) for reason in skipped.values())
-        NODES_SKIPPED.clear()
+        for category in SKIP_CATEGORIES:  # 0, not absent, for the reasons no node has this round
+            NODES_SKIPPED.labels(category).set(0)
         for category, count in categories.items():
             NODES_SKIPPED.labels(category).set(count)
             NODE_SKIPS.labels(category).inc(count)

@@ -120,6 +120,9 @@ class Evictor:
         self._refused: dict[tuple[str, str], tuple[float, str]] = {}  # pod -> (retry after, reason)
         self._api_down = False
         self._last_failure: dict[str, str] = {}  # failure reason -> last message logged for it
+        # 0 from the start: the failure panels and rate() show 0 rather than no data
+        for result, reason in ((FAILED, REASON_UNREACHABLE), (REFUSED, REASON_PDB), (REFUSED, REASON_TOO_MANY)):
+            EVICTIONS.labels(result, reason)
 
     def refused_pods(self) -> frozenset[tuple[str, str]]:
         """Pods whose eviction was refused within the backoff; the planner leaves them out."""

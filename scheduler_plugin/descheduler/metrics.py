@@ -43,4 +43,6 @@ EVICTIONS = Counter(
     "evicted/dry_run, why it did not happen otherwise",
     ["result", "reason"],
 )
+for _result in ("ok", "error", "paused", "not_synced"):
+    ROUNDS.labels(_result)  # 0 from the start: panels and rate() show 0 rather than no data
 LAST_ROUND = Gauge("loadline_descheduler_last_round_timestamp_seconds", "When the last round finished (epoch)")

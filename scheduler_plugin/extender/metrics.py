@@ -53,3 +53,12 @@ PROVISIONAL = Counter(
     "(assumed; then confirmed = kube-scheduler chose that node, moved = another one, expired, released)",
     ["outcome"],
 )
+
+# 0 from the start: the error panels and rate() show 0 rather than no data until the first request or error.
+for _verb in ("filter", "prioritize", "preempt"):
+    for _counter in (BAD_REQUESTS, INTERNAL_ERRORS, PLUGIN_ERRORS, NOT_READY):
+        _counter.labels(_verb)
+for _result in ("passed", "failed"):
+    FILTERED_NODES.labels(_result)
+for _outcome in ("assumed", "confirmed", "moved", "expired", "released"):
+    PROVISIONAL.labels(_outcome)

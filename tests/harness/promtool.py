@@ -1,7 +1,8 @@
-"""promtool (`promtool check metrics`) from Debian's `prometheus` package, unpacked into the cache.
+"""promtool and the prometheus server from Debian's `prometheus` package, unpacked into the cache.
 
-Only the binary is taken (`apt-get download` + `dpkg-deb -x`): installing the package
-would also install and try to start a Prometheus server we do not want.
+Only the binaries are taken (`apt-get download` + `dpkg-deb -x`): installing the package would also
+install and start a Prometheus service we do not want. Tests run the server themselves
+(tests/harness/prometheus.py), on loopback with a data directory of their own.
 """
 
 from __future__ import annotations
@@ -25,21 +26,33 @@ def promtool_path() -> Path:
     return cache_root() / "bin" / "promtool" / "promtool"
 
 
+def prometheus_path() -> Path:
+    return cache_root() / "bin" / "promtool" / "prometheus"
+
+
 def _run(*argv: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, check=False)
 
 
 def ensure_promtool() -> Path:
     """The promtool binary: PATH first, then the cache, else fetched with apt-get (needs Debian's archive)."""
-    found = shutil.which("promtool")
+    return _ensure("promtool", promtool_path())
+
+
+def ensure_prometheus() -> Path:
+    """The prometheus server binary, found or fetched like promtool."""
+    return _ensure("prometheus", prometheus_path())
+
+
+def _ensure(name: str, dest: Path) -> Path:
+    found = shutil.which(name)
     if found:
         return Path(found)
-    dest = promtool_path()
     if dest.exists():
         return dest
     if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise PromtoolMissing("promtool is required (Debian/Ubuntu: apt-get install prometheus)")
-    print("[tools] fetching promtool from Debian's prometheus package", file=sys.stderr, flush=True)
+        raise PromtoolMissing(f"{name} is required (Debian/Ubuntu: apt-get install prometheus)")
+    print(f"[tools] fetching {name} from Debian's prometheus package", file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="loadline-promtool-") as work:
         attempt = _run("apt-get", "download", "prometheus", cwd=work)
         if attempt.returncode != 0 and os.geteuid() == 0:
@@ -47,12 +60,12 @@ def ensure_promtool() -> Path:
             attempt = _run("apt-get", "download", "prometheus", cwd=work)
         debs = glob.glob(os.path.join(work, "prometheus_*.deb"))
         if attempt.returncode != 0 or not debs:
-            raise PromtoolMissing(f"could not download Debian's prometheus package for promtool:\n{attempt.stderr}")
+            raise PromtoolMissing(f"could not download Debian's prometheus package for {name}:\n{attempt.stderr}")
         unpacked = os.path.join(work, "root")
         extract = _run("dpkg-deb", "-x", debs[0], unpacked)
-        binary = Path(unpacked, "usr", "bin", "promtool")
+        binary = Path(unpacked, "usr", "bin", name)
         if extract.returncode != 0 or not binary.exists():
-            raise PromtoolMissing(f"prometheus package did not contain usr/bin/promtool:\n{extract.stderr}")
+            raise PromtoolMissing(f"prometheus package did not contain usr/bin/{name}:\n{extract.stderr}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(binary, dest.with_suffix(".partial"))
         os.replace(dest.with_suffix(".partial"), dest)
