@@ -125,7 +125,11 @@ def node_metric_crd() -> CRD:
         categories=("loadline",),
         columns=(
             PrinterColumn("CPU", "string", f"{usage}.cpu", "Current CPU usage of the node."),
-            PrinterColumn("Memory", "string", f"{usage}.memory", "Current memory usage of the node."),
+            # As written: a printer column is a JSONPath and a type (integer, number, string, boolean, date); none
+            # formats bytes, and the agent writes Koordinator's form (whole bytes, BinarySI). README "API objects".
+            PrinterColumn(
+                "Memory", "string", f"{usage}.memory", "Current memory usage of the node (bytes; Ki when a multiple)."
+            ),
             # aggregatedNodeUsages[0] is the shortest window: the Loadline agent writes the windows shortest
             # first (Koordinator's koordlet follows spec order, by default 5m, 10m, 30m as well).
             PrinterColumn(
