@@ -102,6 +102,8 @@ def test_service_monitors_select_the_metrics_services(helm: Any) -> None:
         (endpoint,) = monitor["spec"]["endpoints"]
         assert endpoint["port"] in {p["name"] for p in matching[0]["spec"]["ports"]}
         assert monitor["spec"]["namespaceSelector"]["matchNames"] == ["loadline-system"]
+    with_extender = by_kind(rendered(helm, *ALL_ON, "--set", "extender.enabled=true"), "ServiceMonitor")
+    assert with_extender["loadline-extender"]["spec"]["endpoints"][0]["port"] == "metrics"  # the Extender rows' data
     agent = monitors["loadline-agent"]["spec"]["endpoints"][0]
     assert agent["honorLabels"] is True
     assert {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"} in agent["relabelings"]
