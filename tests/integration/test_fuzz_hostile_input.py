@@ -335,19 +335,31 @@ class VersionLog:
 
     def __init__(self, api: Api, since: int) -> None:
         self.versions: list[tuple[str, int]] = []  # (node, resourceVersion) in watch order
-        url = f"{api.server}{NM_PATH}?watch=1&resourceVersion={since}&timeoutSeconds=900"
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api.token}"})
-        self._response = urllib.request.urlopen(request, timeout=900, context=api.context)
+        self._api = api
+        self._since = since
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            for line in self._response:
-                event = json.loads(line)
-                if event.get("type") in ("ADDED", "MODIFIED"):
+        # The API server ends a watch after timeoutSeconds (and `make fuzz` runs for longer than that): watch again
+        # from the last version seen, bookmarks included so a quiet spell does not leave that version compacted.
+        while True:
+            url = (f"{self._api.server}{NM_PATH}?watch=1&resourceVersion={self._since}"
+                   "&allowWatchBookmarks=true&timeoutSeconds=300")  # fmt: skip
+            request = urllib.request.Request(url, headers={"Authorization": f"Bearer {self._api.token}"})
+            try:
+                response = urllib.request.urlopen(request, timeout=330, context=self._api.context)
+            except OSError:
+                return  # the control plane has stopped
+            with contextlib.suppress(OSError, ValueError):
+                for line in response:
+                    event = json.loads(line)
+                    if event.get("type") == "ERROR":
+                        return  # e.g. 410 Gone: the versions after it are unknown, so the test's wait fails loudly
                     meta = event["object"]["metadata"]
-                    self.versions.append((meta["name"], int(meta["resourceVersion"])))
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        self.versions.append((meta["name"], int(meta["resourceVersion"])))
+                    self._since = int(meta["resourceVersion"])
 
     def seen(self, node: str, version: int) -> bool:
         return any(n == node and v >= version for n, v in list(self.versions))
