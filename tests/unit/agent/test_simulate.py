@@ -21,6 +21,7 @@ from agent.pipeline import NodePipeline
 from agent.report import PodIdentity, ReportPolicy, aggregate, build_status
 from agent.sampler import Sampler
 from agent.series import (
+    CPU_CFS_THROTTLED_RATIO,
     CPU_USAGE_CORES,
     MEMORY_ANON_USAGE_BYTES,
     NODE_CPU_USAGE_CORES,
@@ -210,3 +211,24 @@ def test_a_simulated_node_exports_pod_series_for_the_dashboards() -> None:
     labels = 'node="kwok-0",namespace="shop",pod="web-0"'
     assert f'loadline_pod_cpu_usage_window_cores{{{labels},window="5s",quantile="0.95"}}' in text
     assert f'loadline_container_cpu_usage_seconds_total{{{labels},container=""}}' in text
+
+
+def test_pods_wanting_more_than_their_cpu_limit_are_throttled() -> None:
+    """A cycle whose drawn demand exceeds the CPU limit counts all its CFS periods as throttled; a pod without a
+    limit has no CFS series, as a real cgroup without a quota."""
+    pods = [
+        pod(
+            "at-limit",
+            {"loadline.io/simulated-cpu": "1", "loadline.io/simulated-burstiness": "0.3"},
+            limits={"cpu": "1"},
+        ),
+        pod(
+            "below", {"loadline.io/simulated-cpu": "500m", "loadline.io/simulated-burstiness": "0"}, limits={"cpu": "1"}
+        ),
+        pod("unlimited", {"loadline.io/simulated-cpu": "1"}),
+    ]
+    sampler, now = simulate(pods, 200)
+    agg = aggregate(sampler.ring, now, ReportPolicy(aggregate_duration_seconds=150, windows=(150,)))
+    assert 0.3 < (agg.avg(SeriesKey(CPU_CFS_THROTTLED_RATIO, "at-limit")) or 0) < 0.7  # demand around its limit
+    assert agg.avg(SeriesKey(CPU_CFS_THROTTLED_RATIO, "below")) == 0
+    assert agg.avg(SeriesKey(CPU_CFS_THROTTLED_RATIO, "unlimited")) is None
