@@ -1,7 +1,8 @@
 """Why a pod fits nowhere: per-node rejections and kube-scheduler's FitError message.
 
 The message format is kube-scheduler's (`FitError.Error()`):
-    0/<N> nodes are available: <PreFilter msg>. <sorted "count reason" list>. <PostFilter msg>.
+    0/<N> nodes are available: <PreFilter msg>. <sorted "count reason" list>. <PostFilter msg>
+(no period of its own after the PostFilter message, which is usually a FitError message ending in one).
 When PreFilter rejected the pod, the per-node histogram is left out (every node carries
 that same status), exactly as kube-scheduler does.
 """
@@ -63,7 +64,7 @@ class Diagnosis:
             if histogram:
                 text += f" {', '.join(histogram)}."
         if self.postfilter_msg:
-            text += f" {self.postfilter_msg}."
+            text += f" {self.postfilter_msg}"
         return text
 
     def rows_rejected_with(self, *codes: Code) -> IndexArray:

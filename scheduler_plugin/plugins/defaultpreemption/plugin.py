@@ -100,7 +100,7 @@ class DefaultPreemption:
         # kube-scheduler says nothing here on success; the outcome in the FailedScheduling note tells users why
         # the pod waits (and the Preempted events on the victims name it).
         outcome = (f"preemption: nominated node {best.node_name}, evicting {len(best.victims)} lower-priority "
-                   f"pod(s): {', '.join(v.key for v in best.victims)}")
+                   f"pod(s): {', '.join(v.key for v in best.victims)}.")
         return PostFilterResult(best.node_name), Status(Code.SUCCESS, (outcome,))
 
     def eligible(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> tuple[bool, str]:

@@ -254,7 +254,7 @@ def test_default_profile_fit_error_message() -> None:
         "1 node(s) were unschedulable, 2 Insufficient cpu. "
         # kube-scheduler's DefaultPreemption: no pods to preempt on a/b, taints and cordons are not its business.
         "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
-        "2 Preemption is not helpful for scheduling.."
+        "2 Preemption is not helpful for scheduling."
     )
 
 

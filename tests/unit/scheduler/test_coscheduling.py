@@ -172,7 +172,7 @@ def test_postfilter_rejects_waiting_siblings_when_a_member_fits_nowhere() -> Non
     assert result.status.message == (
         "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. "
         "PodGroup default/g gets rejected due to Pod g-2 is unschedulable even after PostFilter, "
-        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     assert held_per_gang(snap) == {} and len(fw.waiting_pods) == 0
 
@@ -189,7 +189,7 @@ def test_nearly_complete_gang_keeps_waiting_and_backoff_blocks_failed_gangs() ->
     # (20 − 19) / 20 = 5% ≤ podGroupRejectPercentage 10%: the siblings keep their places
     assert result.status.message.endswith(
         "PodGroup default/g keeps waiting: 19/20 placed, preemption: 0/1 nodes are available: "
-        "1 Preemption is not helpful for scheduling..")
+        "1 Preemption is not helpful for scheduling.")
     assert held_per_gang(snap) == {"g": 19}
 
     snap2 = cluster(3)

@@ -209,7 +209,7 @@ def test_prefilter_rejection_message_and_postfilter_message() -> None:
         Recorder("B", log, post_filter=Status.unschedulable("preemption: not helpful")),
     ], nodes=5, points=("preFilter", "filter", "postFilter"))
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
-    assert result.status.message == "0/5 nodes are available: pre-filter says no. preemption: not helpful."
+    assert result.status.message == "0/5 nodes are available: pre-filter says no. preemption: not helpful"
     assert "A.Filter" not in log and "B.PreFilter" not in log  # PreFilter stops at the first rejection
     assert snap.records == {}
 

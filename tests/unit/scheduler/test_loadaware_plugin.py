@@ -220,7 +220,7 @@ def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
     last = scheduling_cycle(fw, PodInfo.from_dict(pod("p8")))
     assert last.status.message == (
         "0/4 nodes are available: 4 node(s) cpu usage exceed threshold. "
-        "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod..")
+        "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.")
     assert np.all(snap.requested[CPU] == 2000)
 
 

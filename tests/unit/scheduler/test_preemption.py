@@ -138,7 +138,7 @@ def test_only_lower_priority_pods_are_victims() -> None:
     assert decision is None and result.nominated_node_name == ""
     assert result.status.message == (
         "0/3 nodes are available: 3 Insufficient cpu. "
-        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.."
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
     )
 
 
@@ -148,7 +148,7 @@ def test_preemption_policy_never_waits() -> None:
     never["spec"]["preemptionPolicy"] = "Never"
     result, decision = schedule(fw, never)
     assert decision is None
-    assert result.status.message.endswith("preemption: not eligible due to preemptionPolicy=Never..")
+    assert result.status.message.endswith("preemption: not eligible due to preemptionPolicy=Never.")
 
 
 def test_budget_protecting_the_cheapest_victims_moves_preemption() -> None:
