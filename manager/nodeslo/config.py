@@ -111,11 +111,9 @@ DEFAULT_CPU_BURST_STRATEGY: Final[JSONDict] = {
     "sharePoolThresholdPercent": 50,
 }
 
-DEFAULT_SYSTEM_STRATEGY: Final[JSONDict] = {
-    "minFreeKbytesFactor": 100,  # 1 means 1/10000 of node memory
-    "watermarkScaleFactor": 150,
-    "memcgReapBackGround": 0,
-}
+# Koordinator v1.8.0's sloconfig.DefaultSystemStrategy(): no kernel tuning unless system-config asks for it
+# (minFreeKbytesFactor/watermarkScaleFactor/memcgReapBackGround stay unset, so koordlet leaves the sysctls alone).
+DEFAULT_SYSTEM_STRATEGY: Final[JSONDict] = {"totalNetworkBandwidth": "0"}
 
 
 # --- errors ---------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def test_absent_configmap_gives_koordinator_defaults() -> None:
         "cfsQuotaBurstPeriodSeconds": -1,
         "sharePoolThresholdPercent": 50,
     }
-    assert config.system.cluster == {"minFreeKbytesFactor": 100, "watermarkScaleFactor": 150, "memcgReapBackGround": 0}
+    assert config.system.cluster == {"totalNetworkBandwidth": "0"}
     be = config.resource_qos.cluster["beClass"]
     assert be["cpuQOS"] == {"enable": False, "groupIdentity": -1}
     assert be["memoryQOS"]["wmarkMinAdj"] == 50

@@ -27,7 +27,7 @@ def test_default_spec_has_koordinator_field_names_and_defaults() -> None:
     assert spec["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 65
     assert spec["resourceQOSStrategy"]["lsrClass"]["cpuQOS"]["groupIdentity"] == 2
     assert spec["cpuBurstStrategy"]["cfsQuotaBurstPeriodSeconds"] == -1
-    assert spec["systemStrategy"]["watermarkScaleFactor"] == 150
+    assert spec["systemStrategy"] == {"totalNetworkBandwidth": "0"}
 
 
 def test_host_applications_first_match_else_cluster_list() -> None:
