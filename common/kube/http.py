@@ -8,6 +8,7 @@ token rotation come from the official client's `Configuration`.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 from collections.abc import AsyncIterator, Mapping
@@ -122,7 +123,10 @@ class KubeHTTP:
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(ssl=_ssl_context(self.configuration), limit=64)
-            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)
+            # The API server sets no cookies: the dummy jar skips filtering them on every request.
+            self._session = aiohttp.ClientSession(
+                connector=connector, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
@@ -150,12 +154,7 @@ class KubeHTTP:
         headers = await self._headers(content_type if data is not None else None)
         try:
             async with session.request(
-                method,
-                self.server + path,
-                params=params,
-                data=data,
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout_seconds),
+                method, self.server + path, params=params, data=data, headers=headers, timeout=_timeout(timeout_seconds)
             ) as response:
                 payload = _json_or_message(await response.read())
                 if response.status >= 300:
@@ -204,9 +203,22 @@ class KubeHTTP:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise KubeError(0, f"{type(exc).__name__}: {exc}") from exc
 
+    def sibling(self, *, user_agent: str) -> KubeHTTP:
+        """Another client to the same API server with its own connections and no rate limit: for calls that
+        must not queue behind the bulk of this one's (client-go's separate leader-election client)."""
+        return KubeHTTP(self.configuration, user_agent=user_agent)
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+@functools.cache
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    """`seconds` for the API server to answer once the request is on a connection, not counting the wait for a
+    free connection of the pool: a scheduler with thousands of bindings and events in flight queues them there,
+    and a total timeout expired them in the queue (each then retried, and re-sent events answered 409)."""
+    return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=10, sock_read=seconds)
 
 
 def decode_json(data: bytes) -> Any:

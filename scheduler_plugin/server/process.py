@@ -68,9 +68,12 @@ class SchedulerProcess:
             resources=watched_by(p for f in self.frameworks.values() for p in f.plugins.values()),
         )
         election = options.leader_election
+        # The Lease is renewed over its own connections: behind thousands of queued bindings and events a
+        # renewal would miss the renew deadline and the leader would stop in the middle of a backlog.
+        self.election_http = http.sibling(user_agent="loadline-scheduler/leader-election") if election.enabled else None
         self.elector = (
             LeaderElector(
-                http,
+                self.election_http or http,
                 name=election.name,
                 namespace=election.namespace,
                 identity=self.identity,
@@ -125,6 +128,8 @@ class SchedulerProcess:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.reporter.drain(), timeout=5)
             await runner.cleanup()
+            if self.election_http is not None:
+                await self.election_http.close()
 
 
 async def run_until_signalled(options: SchedulerOptions, config: KubeSchedulerConfiguration) -> None:

@@ -5,11 +5,15 @@ with the profile's schedulerName as reporting controller; on failure the pod sta
 gets `PodScheduled=False` with reason `Unschedulable` (a rejection) or `SchedulerError`
 and the full FitError message.
 
-Writes are asynchronous (the scheduling cycle never waits on the API server) but kept
-in order per pod, and the binder waits for a pod's earlier writes before binding it.
-Identical failures are not re-reported on every retry: the condition is only patched
-when it changes, and the same event note is repeated at most every `event_repeat_seconds`
-(kube-scheduler's event correlator aggregates repeats the same way).
+Writes are asynchronous (the scheduling cycle never waits on the API server). Status
+writes (the condition, the nominated node) are kept in order per pod, and the binder waits
+for a pod's earlier status writes before binding it. Events take a lane of their own with
+at most `event_concurrency` in flight: they never hold a binding back, and under a backlog
+the API server spends its capacity on bindings first while the events follow (all of them:
+a `Scheduled` event is retried while the API server is away). Identical failures are not
+re-reported on every retry: the condition is only patched when it changes, and the same
+event note is repeated at most every `event_repeat_seconds` (kube-scheduler's event
+correlator aggregates repeats the same way).
 """
 
 from __future__ import annotations
@@ -76,7 +80,13 @@ def condition_patch(pod: Mapping[str, Any], reason: str, message: str) -> dict[s
 
 class Reporter:
     def __init__(
-        self, http: KubeHTTP, instance: str, *, health: ApiHealth | None = None, event_repeat_seconds: float = 300.0
+        self,
+        http: KubeHTTP,
+        instance: str,
+        *,
+        health: ApiHealth | None = None,
+        event_repeat_seconds: float = 300.0,
+        event_concurrency: int = 8,
     ) -> None:
         self.http = http
         self.instance = instance
@@ -84,7 +94,9 @@ class Reporter:
         self.event_repeat_seconds = event_repeat_seconds
         self._recorders: dict[str, EventRecorder] = {}
         self._chains: dict[str, asyncio.Task[None]] = {}
-        self._last_event: dict[tuple[str, str], tuple[str, float]] = {}  # (uid, reason) -> (note, when)
+        self._event_tasks: set[asyncio.Task[None]] = set()
+        self._event_slots = asyncio.Semaphore(event_concurrency)
+        self._last_event: dict[str, dict[str, tuple[str, float]]] = {}  # uid -> reason -> (note, when)
         # Retry delays of a Scheduled event while the API server is away: about two minutes in all.
         self.scheduled_event_retry_seconds: tuple[float, ...] = (1, 2, 4, 8, *([10.0] * 10))
 
@@ -118,35 +130,52 @@ class Reporter:
 
         task.add_done_callback(forget)
 
+    def _emit(self, key: str, work: Coroutine[Any, Any, None]) -> None:
+        """An event write, in the event lane (see the module's doc): not waited for by `settle`."""
+
+        async def run() -> None:
+            try:
+                await work
+            except asyncio.CancelledError:
+                work.close()
+                raise
+            except Exception:
+                log.exception("an event on pod %s failed", key)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
     async def settle(self, key: str) -> None:
-        """Wait until every write queued for the pod so far has finished."""
+        """Wait until every status write queued for the pod so far has finished."""
         pending = self._chains.get(key)
         if pending is not None:
             await asyncio.gather(pending, return_exceptions=True)
 
     async def drain(self) -> None:
-        """Wait for every queued write (shutdown)."""
-        if self._chains:
-            await asyncio.gather(*self._chains.values(), return_exceptions=True)
+        """Wait for every queued write, events included (shutdown)."""
+        pending = [*self._chains.values(), *self._event_tasks]
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def forget_pod(self, uid: str) -> None:
-        for key in [k for k in self._last_event if k[0] == uid]:
-            del self._last_event[key]
+        self._last_event.pop(uid, None)
 
     # ------------------------------------------------------------------ reports
     def scheduled(self, pod: PodInfo, profile: str, node_name: str) -> None:
         note = f"Successfully assigned {pod.key} to {node_name}"
         retry = self.scheduled_event_retry_seconds
-        self._enqueue(pod.key, self._event(pod, profile, "Scheduled", "Binding", note, kind="Normal", retry=retry))
+        self._emit(pod.key, self._event(pod, profile, "Scheduled", "Binding", note, kind="Normal", retry=retry))
 
     def failed(self, pod: PodInfo, profile: str, status: Status, *, nominated_node: str = "") -> None:
         reason = failure_reason(status)
         message = status.message or str(status)
-        self._enqueue(pod.key, self._failure(pod, profile, reason, message))
+        self._emit(pod.key, self._event(pod, profile, "FailedScheduling", "Scheduling", message, kind="Warning"))
+        self._enqueue(pod.key, self._failure(pod, reason, message))
 
     def preempted(self, victim: PodInfo, preemptor: PodInfo, profile: str, node_name: str) -> None:
         note = f"Preempted by {preemptor.key} on node {node_name}"
-        self._enqueue(victim.key, self._event(victim, profile, "Preempted", "Preempting", note, kind="Normal"))
+        self._emit(victim.key, self._event(victim, profile, "Preempted", "Preempting", note, kind="Normal"))
 
     def nominate(self, pod: PodInfo, node_name: str) -> None:
         """Set (or with "" clear) the pod's status.nominatedNodeName, in order with its other writes."""
@@ -164,10 +193,9 @@ class Reporter:
 
     def skipped_deleting(self, pod: PodInfo, profile: str) -> None:
         note = f"skip schedule deleting pod: {pod.key}"
-        self._enqueue(pod.key, self._event(pod, profile, "FailedScheduling", "Scheduling", note, kind="Warning"))
+        self._emit(pod.key, self._event(pod, profile, "FailedScheduling", "Scheduling", note, kind="Warning"))
 
-    async def _failure(self, pod: PodInfo, profile: str, reason: str, message: str) -> None:
-        await self._event(pod, profile, "FailedScheduling", "Scheduling", message, kind="Warning")
+    async def _failure(self, pod: PodInfo, reason: str, message: str) -> None:
         patch = condition_patch(pod.raw, reason, message)
         if patch is None:
             return
@@ -196,24 +224,35 @@ class Reporter:
         (nothing later would report it). client-go's event broadcaster also retries (12 tries)."""
         uid = str((pod.raw.get("metadata") or {}).get("uid") or pod.key)
         now = time.monotonic()
-        last = self._last_event.get((uid, reason))
+        last = self._last_event.get(uid, {}).get(reason)
         if last is not None and last[0] == note and now - last[1] < self.event_repeat_seconds:
             return
         regarding = {"apiVersion": "v1", "kind": "Pod", "metadata": pod.raw.get("metadata") or {}}
         event = self._recorder(profile).build(
             regarding, reason=reason, action=action, note=note, type="Warning" if kind == "Warning" else "Normal"
         )
+        # Noted before the write: a repeat queued meanwhile in the event lane is then skipped, as the chained
+        # writes skipped it before; a write that fails for good takes the note back.
+        notes = self._last_event.setdefault(uid, {})
+        notes[reason] = (note, now)
         delays = iter(retry)
         while True:
             try:
-                await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
+                async with self._event_slots:
+                    await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
                 break
             except KubeError as exc:
+                if exc.is_conflict:
+                    break  # the event's name exists: an earlier try went through and its answer was lost
                 self.health.failed("event", exc)
                 transient = exc.status in {0, 429} or exc.status >= 500
                 delay = next(delays, None) if transient else None
                 if delay is None:
+                    if notes.get(reason) == (note, now):
+                        if last is None:
+                            del notes[reason]
+                        else:
+                            notes[reason] = last
                     return
                 await asyncio.sleep(delay)
-        self._last_event[(uid, reason)] = (note, now)
         self.health.succeeded("event")
