@@ -268,9 +268,11 @@ class ControlPlane:
         self.extra.append(kwok)
         return kwok
 
-    def start_controller_manager(self) -> Component:
+    def start_controller_manager(self, controllers: Sequence[str] = ("*",)) -> Component:
         """kube-controller-manager with its default controllers (DaemonSets, Deployments, ReplicaSets,
-        ServiceAccounts and their tokens, the kube-root-ca.crt ConfigMap pods' token volumes mount, ...)."""
+        ServiceAccounts and their tokens, the kube-root-ca.crt ConfigMap pods' token volumes mount, ...), or only
+        `controllers` (e.g. without the node lifecycle controller, which evicts the pods of a kwok node whose
+        Lease a loaded host renewed late)."""
         port = free_port()
         kcm = Component(
             "kube-controller-manager",
@@ -288,6 +290,7 @@ class ControlPlane:
                 "--concurrent-deployment-syncs=10",
                 "--concurrent-replicaset-syncs=10",
                 "--concurrent-daemonset-syncs=4",
+                f"--controllers={','.join(controllers)}",
                 "--v=1",
             ],
             self.root / "logs" / "kube-controller-manager.log",
