@@ -445,17 +445,18 @@ async def failed_scheduling(http: KubeHTTP, namespace: str) -> dict[str, int]:
 
 
 async def delete_workload(plane: ControlPlane, namespace: str) -> None:
-    """Remove a run's ReplicaSets (orphaning their pods, so nothing recreates them) and pods at once (grace
-    period 0), and wait until the API server has no pod left."""
+    """Remove a run's ReplicaSets (gone at once, so nothing recreates pods) and pods (grace period 0), and wait
+    until the API server has no pod left."""
     http = await KubeHTTP.connect(plane.kubeconfig, user_agent="placement-bench")
     path = resource_path("", "v1", "pods", namespace=namespace)
     try:
-        for collection, propagation in ((resource_path("apps", "v1", "replicasets", namespace=namespace), "Orphan"),
-                                        (path, "Background")):  # fmt: skip
+        # Background: the ReplicaSets go at once (Orphan would keep them, and their pods coming back, until the
+        # garbage collector had rewritten every pod); the pods are deleted right after, not left to the collector.
+        for collection in (resource_path("apps", "v1", "replicasets", namespace=namespace), path):
             with contextlib.suppress(KubeError):  # a slow answer is fine: we wait for the list to empty below
                 await http.request("DELETE", collection, timeout_seconds=120,
                                    body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-                                         "propagationPolicy": propagation})  # fmt: skip
+                                         "propagationPolicy": "Background"})  # fmt: skip
         for _ in range(360):
             with contextlib.suppress(KubeError):
                 if not (await http.get(path, limit=1)).get("items"):
@@ -530,6 +531,9 @@ def run_one(plane: ControlPlane, mode: str, specs: list[WorkloadSpec], *, nodes:
             print(f"[{mode}] extender {extender_stats(base)}", flush=True)
         for note, count in sorted(result.waited.items(), key=lambda kv: -kv[1])[:5]:
             print(f"[{mode}] {count} pods waited: {note[:160]}", flush=True)
+        print(f"[{mode}] hot nodes: p95 {result.hot}, after arrivals {result.hot_after_arrivals}, at the end "
+              f"{result.hot_at_end}; {result.evictions} evictions, {result.replacements} replacements bound "
+              f"({time.strftime('%H:%M:%S')}, load average {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
         return result
     finally:
         for component in reversed(started):
