@@ -107,10 +107,10 @@ class AgentSettings(BaseModel):
         "/sys/class/net",
     )
     psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series (pods: pod cgroups only)")
-    container_memory_interval_seconds: Seconds = Field(
+    container_interval_seconds: Seconds = Field(
         5.0,
-        description="seconds between reads of container memory (pods: every cycle); the collect interval reads "
-        "every cycle",
+        description="seconds between reads of container cgroups, exported raw only (pods: every cycle); the "
+        "collect interval reads every cycle",
     )
 
     # --- publishing
@@ -207,8 +207,8 @@ class AgentSettings(BaseModel):
     def _orderings(self) -> AgentSettings:
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ValueError("retry_max_seconds must not be below retry_initial_seconds")
-        if self.container_memory_interval_seconds < self.collect_interval_seconds:
-            raise ValueError("container_memory_interval_seconds must not be below collect_interval_seconds")
+        if self.container_interval_seconds < self.collect_interval_seconds:
+            raise ValueError("container_interval_seconds must not be below collect_interval_seconds")
         return self
 
     @property

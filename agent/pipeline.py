@@ -59,7 +59,7 @@ def collector_context(settings: AgentSettings, pods: Callable[[], Any]) -> Colle
         pods=pods,
         psi=settings.psi,
         interval=settings.collect_interval_seconds,
-        container_memory_interval=settings.container_memory_interval_seconds,
+        container_interval=settings.container_interval_seconds,
         netlink=settings.netlink,
     )
 

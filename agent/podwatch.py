@@ -203,12 +203,24 @@ class CgroupPodDiscovery:
     Names are unknown there: a pod is named by its UID and a container by the first 12 digits of its ID.
     """
 
-    def __init__(self, cgroup_root: str | Path, cgroup_parent: str = "", *, refresh_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        cgroup_root: str | Path,
+        cgroup_parent: str = "",
+        *,
+        refresh_seconds: float = 5.0,
+        container_rescan_rounds: int = 6,
+    ) -> None:
+        """Pods are looked for every `refresh_seconds`; the containers of a known pod every
+        `container_rescan_rounds` refreshes (staggered), those of a new pod at once."""
         self.root = Path(cgroup_root)
         self.parent = cgroup_parent
         self.refresh_seconds = refresh_seconds
+        self.container_rescan_rounds = container_rescan_rounds
         self._pods: tuple[PodRef, ...] = ()
         self._at = -float("inf")
+        self._round = 0
+        self._infos: tuple[tuple[PodRef, ...], dict[str, PodIdentity]] | None = None
 
     def pods(self) -> tuple[PodRef, ...]:
         now = time.monotonic()
@@ -218,18 +230,25 @@ class CgroupPodDiscovery:
                 layout = detect_layout(self.root, self.parent)
             except (OSError, ValueError):
                 layout = None
-            found = scan_pods(layout) if layout is not None else ()
+            self._round += 1
+            known = {p.uid: p for p in self._pods}
+            found = scan_pods(layout, known, self._round, self.container_rescan_rounds) if layout is not None else ()
             if found != self._pods:
                 self._pods = found
         return self._pods
 
     def infos(self) -> dict[str, PodIdentity]:
+        """Built once per pod list (asked for at every scrape)."""
+        pods = self.pods()
+        if self._infos is not None and self._infos[0] is pods:
+            return self._infos[1]
         out = {}
-        for ref in self.pods():
+        for ref in pods:
             kube_qos = {QoSClass.GUARANTEED: "Guaranteed", QoSClass.BURSTABLE: "Burstable"}.get(ref.qos, "BestEffort")
             out[ref.uid] = PodIdentity.from_pod(
                 {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
             )
+        self._infos = (pods, out)
         return out
 
 
@@ -240,7 +259,12 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def scan_pods(layout: CgroupLayout) -> tuple[PodRef, ...]:
+def scan_pods(
+    layout: CgroupLayout, known: Mapping[str, PodRef] | None = None, round_: int = 0, rescan_rounds: int = 1
+) -> tuple[PodRef, ...]:
+    """The pods under the kubepods tree. With the pods `known` from an earlier scan, a pod's container
+    directories are listed again only every `rescan_rounds` rounds (staggered by position): listing them is
+    most of a scan's cost, and a restarted container is found at the latest that much later."""
     base = layout.cpuacct
     pods: list[PodRef] = []
     for tier, qos in _TIERS:
@@ -255,6 +279,10 @@ def scan_pods(layout: CgroupLayout) -> tuple[PodRef, ...]:
             if match is None:
                 continue
             uid = match.group(1).replace("_", "-")
+            seen = known.get(uid) if known else None
+            if seen is not None and seen.qos is qos and (len(pods) + round_) % rescan_rounds:
+                pods.append(seen)
+                continue
             containers = []
             for child in _listdir(os.path.join(tier_dir, name)):
                 scope = _SCOPE.fullmatch(child)

@@ -112,7 +112,7 @@ def measure_cycles(
 ) -> tuple[float, float, int]:
     clock = StepClock()
     cg = CgroupCollector(
-        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_memory_interval=memory_every
+        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_interval=memory_every
     )
     sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
     loop = asyncio.new_event_loop()  # one loop for all cycles, as in the agent
@@ -160,7 +160,7 @@ def real_v1_tree(pods: list[PodRef]) -> Iterator[str]:
 
 
 def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
-    default = AgentSettings.model_fields["container_memory_interval_seconds"].default
+    default = AgentSettings.model_fields["container_interval_seconds"].default
     print(
         f"collect cycle (node on real /proc + cgroups + sampler), mean CPU per cycle over {cycles} cycles; "
         f"container memory read every {default:g} s (agent default) / every cycle"
@@ -211,7 +211,7 @@ def bench_rss(pods: int) -> None:
         for p in refs:
             tree.add_pod(p)
         clock = StepClock()
-        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_memory_interval=5.0)
+        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=5.0)
         sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
         loop = asyncio.new_event_loop()
         for _ in range(sampler.ring.slots + 5):

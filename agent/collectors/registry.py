@@ -33,7 +33,7 @@ class CollectorContext:
     pods: Callable[[], Sequence[PodRef]] = field(default=_no_pods)
     psi: PsiScope = PsiScope.PODS
     interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
-    container_memory_interval: float | None = None  # None: every cycle
+    container_interval: float | None = None  # None: every cycle
     netlink: bool = False  # netdev's link inventory from netlink (pyroute2) rather than sysfs
 
 
@@ -55,7 +55,7 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
             cgroup_parent=c.cgroup_parent,
             psi=c.psi,
             interval=c.interval,
-            container_memory_interval=c.container_memory_interval,
+            container_interval=c.container_interval,
         ),
         True,
         "pod/container CPU, throttling, memory, PSI from cgroup v1/v2",

@@ -414,15 +414,16 @@ def test_v1_quota_is_rechecked_when_a_cgroup_is_found_again(tmp_path: Path) -> N
     assert SeriesKey(CPU_CFS_PERIODS, pod.uid) in index(c.collect(3.0))
 
 
-def test_container_memory_and_psi_are_held_between_staggered_reads(tmp_path: Path) -> None:
-    """Container memory every 3 cycles and PSI every 2 (the kernel's averaging period): in between their last
-    values are held, never dropped or mixed up with another cgroup's; CPU and pod memory are read every cycle."""
+def test_containers_and_psi_are_held_between_staggered_reads(tmp_path: Path) -> None:
+    """Container cgroups every 3 cycles and pod PSI every 2 (the kernel's averaging period): in between their
+    last values are held, never dropped or mixed up with another cgroup's; pods' CPU and memory are read every
+    cycle, and a container is read whole (CPU, memory and PSI of one moment)."""
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
     pods = [make_pod(n, QoSClass.BURSTABLE, containers=3) for n in (1, 2)]
     old = CgroupValues()
     for pod in pods:
         tree.add_pod(pod, old, dict.fromkeys((c.name for c in pod.containers), old))
-    c = collector(tree, lambda: pods, psi=PsiScope.ALL, interval=1.0, container_memory_interval=3.0)
+    c = collector(tree, lambda: pods, psi=PsiScope.ALL, interval=1.0, container_interval=3.0)
     first = index(c.collect(0.0))
     new = CgroupValues(
         cpu_ns=9_000_000_000, inactive_anon=50 * MiB, psi={r: Psi(some_avg10=7.0) for r in ["cpu", "memory", "io"]}
@@ -431,27 +432,27 @@ def test_container_memory_and_psi_are_held_between_staggered_reads(tmp_path: Pat
         tree.write(tree.pod_rel(pod), new)
         for ref in pod.containers:
             tree.write(tree.container_rel(pod, ref), new)
+    cpu = lambda got, uid, name: got[SeriesKey(CPU_USAGE_SECONDS, uid, name)].value  # noqa: E731
     anon = lambda got, uid, name: got[SeriesKey(MEMORY_ANON_USAGE_BYTES, uid, name)].value  # noqa: E731
     psi = lambda got, uid, name: got[SeriesKey("pressure_cpu_some_avg10_ratio", uid, name)].value  # noqa: E731
-    refreshed_memory: list[set[tuple[str, str]]] = []
+    refreshed: list[set[tuple[str, str]]] = []
     refreshed_psi: list[set[tuple[str, str]]] = []
+    containers = {(p.uid, r.name) for p in pods for r in p.containers}
     for t in (1.0, 2.0, 3.0):
         got = index(c.collect(t))
         assert got.keys() == first.keys() and c.errors.total == 0
-        targets = [(p.uid, "") for p in pods] + [(p.uid, r.name) for p in pods for r in p.containers]
-        for uid, name in targets:
-            assert got[SeriesKey(CPU_USAGE_SECONDS, uid, name)].value == 9.0  # every cycle
-            assert anon(got, uid, name) in (old.anon_usage, new.anon_usage)
-            assert psi(got, uid, name) in (0.015, 0.07)
-        assert all(anon(got, p.uid, "") == new.anon_usage for p in pods)  # pods: every cycle
-        refreshed_memory.append({(u, n) for u, n in targets if n and anon(got, u, n) == new.anon_usage})
-        refreshed_psi.append({(u, n) for u, n in targets if psi(got, u, n) == 0.07})
-    containers = {(p.uid, r.name) for p in pods for r in p.containers}
-    assert 0 < len(refreshed_memory[0]) < len(containers)  # staggered: a share per cycle ...
-    assert refreshed_memory[0] < refreshed_memory[1] < refreshed_memory[2] == containers  # ... all within 3
-    assert 0 < len(refreshed_psi[0]) < len(containers) + len(pods) and refreshed_psi[1] == containers | {
-        (p.uid, "") for p in pods
-    }
+        assert all(cpu(got, p.uid, "") == 9.0 and anon(got, p.uid, "") == new.anon_usage for p in pods)  # pods
+        now_new = {(u, n) for u, n in containers if cpu(got, u, n) == 9.0}
+        for u, n in containers:
+            fresh = (u, n) in now_new
+            assert cpu(got, u, n) == (9.0 if fresh else old.cpu_ns / 1e9)
+            assert anon(got, u, n) == (new.anon_usage if fresh else old.anon_usage)  # one read, one moment
+            assert psi(got, u, n) == (0.07 if fresh else 0.015)
+        refreshed.append(now_new)
+        refreshed_psi.append({(p.uid, "") for p in pods if psi(got, p.uid, "") == 0.07})
+    assert 0 < len(refreshed[0]) < len(containers)  # staggered: a share per cycle ...
+    assert refreshed[0] < refreshed[1] < refreshed[2] == containers  # ... all within 3
+    assert len(refreshed_psi[1]) == len(pods)  # pod PSI within 2 cycles
 
 
 def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:
@@ -459,7 +460,7 @@ def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:
     pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     pods = [pod]
-    c = collector(tree, lambda: pods, interval=1.0, container_memory_interval=60.0)
+    c = collector(tree, lambda: pods, interval=1.0, container_interval=60.0)
     c.collect(0.0)
     restarted = ContainerRef("c0", "containerd://" + "e" * 64)
     tree.write(tree.container_rel(pod, restarted), CgroupValues(inactive_anon=70 * MiB))

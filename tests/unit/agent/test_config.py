@@ -57,7 +57,7 @@ def test_node_name_from_downward_api_unless_set() -> None:
         ({"collectors": "node,teleport"}, "collectors"),
         ({"create_nodemetric": "perhaps"}, "create_nodemetric"),
         ({"retry_initial_seconds": "10", "retry_max_seconds": "1"}, "retry_max_seconds"),
-        ({"collect_interval_seconds": "10", "container_memory_interval_seconds": "5"}, "container_memory_interval"),
+        ({"collect_interval_seconds": "10", "container_interval_seconds": "5"}, "container_interval"),
     ],
 )
 def test_bad_values_name_the_field(flags: dict[str, str], field: str) -> None:

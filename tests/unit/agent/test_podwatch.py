@@ -10,7 +10,7 @@ import pytest
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.pods import ContainerRef, QoSClass
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
-from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
+from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
 CID = "containerd://" + "ab" * 32
 
@@ -108,6 +108,27 @@ def test_pods_found_in_the_cgroup_tree(tmp_path: Path, version: CgroupVersion, d
     assert {p.uid for p in discovery.pods()} == set(found)
     infos = discovery.infos()
     assert infos[pods[0].uid].qos == "LSR" and infos[pods[2].uid].priority == "koord-batch"
+
+
+def test_known_pods_containers_are_listed_again_staggered(tmp_path: Path) -> None:
+    """A new pod is read whole at once; a known pod's containers are listed every `rescan_rounds` rounds."""
+    tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
+    pods = [make_pod(n, QoSClass.BURSTABLE, containers=1) for n in (1, 2, 3)]
+    for p in pods:
+        tree.add_pod(p)
+    first = scan_pods(tree.layout())
+    for p in pods:  # every pod's container restarted (a new ID)
+        restarted = ContainerRef("c0", container_id(900 + int(p.name.split("-")[1])))
+        tree.write(tree.container_rel(p, restarted), CgroupValues())
+    newcomer = make_pod(4, QoSClass.BURSTABLE, containers=2)
+    tree.add_pod(newcomer)
+    known = {p.uid: p for p in first}
+    rounds = []
+    for round_ in range(3):
+        found = {p.uid: p for p in scan_pods(tree.layout(), known, round_, 3)}
+        assert len(found[newcomer.uid].containers) == 2  # new: listed at once
+        rounds.append({uid for uid, p in found.items() if len(p.containers) == 2 and uid != newcomer.uid})
+    assert all(len(r) == 1 for r in rounds) and set().union(*rounds) == {p.uid for p in pods}
 
 
 def test_no_kubepods_tree_means_no_pods(tmp_path: Path) -> None:
