@@ -65,38 +65,63 @@ def priority_class_of_value(priority: int | None) -> PriorityClass:
     return PriorityClass.NONE
 
 
-def priority_class_raw(pod: Mapping[str, Any]) -> PriorityClass:
-    """Label `koordinator.sh/priority-class`, else `spec.priority`'s range, else the class name itself.
+def priority_class_from(
+    labels: Mapping[str, str], priority: int | None, class_name: str | None = None
+) -> PriorityClass:
+    """Label `koordinator.sh/priority-class`, else the range of `priority`, else `class_name`.
 
     As in Koordinator (GetPodPriorityClassRaw), the label's presence decides: a label with an
     unknown value means no class (the caller's QoS default then applies), not a fall-back to
-    spec.priority. Both sides then classify the pod alike, so koordlet-reported podsMetric
-    priorities and the scheduler's prod checks agree.
+    spec.priority. The scheduler, the descheduler and the manager all classify through here, so
+    koordlet-reported podsMetric priorities, prod checks and eviction order agree.
     """
-    labels = _meta(pod).get("labels") or {}
     if c.LABEL_PRIORITY_CLASS in labels:
         label = labels[c.LABEL_PRIORITY_CLASS]
         return PriorityClass(label) if label in PRIORITY_RANGES else PriorityClass.NONE
-    spec = _spec(pod)
-    by_value = priority_class_of_value(spec.get("priority"))
+    by_value = priority_class_of_value(priority)
     if by_value is not PriorityClass.NONE:
         return by_value
     # Without the Priority admission plugin spec.priority may be empty; the class name still says it.
-    name = spec.get("priorityClassName")
-    return PriorityClass(name) if name in PRIORITY_RANGES else PriorityClass.NONE
+    return PriorityClass(class_name) if class_name in PRIORITY_RANGES else PriorityClass.NONE
 
 
-def priority_class_of(pod: Mapping[str, Any]) -> PriorityClass:
-    """The defaulted class Koordinator reports in NodeMetric `podsMetric[].priority`."""
-    raw = priority_class_raw(pod)
+def priority_class_raw(pod: Mapping[str, Any]) -> PriorityClass:
+    """Koordinator's GetPodPriorityClassRaw over a pod object (see priority_class_from)."""
+    spec = _spec(pod)
+    return priority_class_from(_meta(pod).get("labels") or {}, spec.get("priority"), spec.get("priorityClassName"))
+
+
+def defaulted_priority_class(raw: PriorityClass, qos: QoSClass) -> PriorityClass:
+    """Koordinator's GetPodPriorityClassWithDefault: an unclassified pod is prod unless its QoS is BE."""
     if raw is not PriorityClass.NONE:
         return raw
-    qos = qos_class_of(pod)
     if qos in (QoSClass.SYSTEM, QoSClass.LSE, QoSClass.LSR, QoSClass.LS):
         return PriorityClass.PROD
     if qos is QoSClass.BE:
         return PriorityClass.BATCH
     return PriorityClass.NONE
+
+
+def priority_class_of(pod: Mapping[str, Any]) -> PriorityClass:
+    """The defaulted class Koordinator reports in NodeMetric `podsMetric[].priority`."""
+    raw = priority_class_raw(pod)
+    return raw if raw is not PriorityClass.NONE else defaulted_priority_class(raw, qos_class_of(pod))
+
+
+def is_prod(labels: Mapping[str, str], priority: int | None, kube_qos: str) -> bool:
+    """``defaulted_priority_class(...) is PROD`` without building the classes: the descheduler asks
+    it for every pod of every node each round when prod thresholds are set."""
+    label = labels.get(c.LABEL_PRIORITY_CLASS) if labels else None
+    if label is None:
+        by_value = priority_class_of_value(priority)
+        if by_value is not PriorityClass.NONE:
+            return by_value is PriorityClass.PROD
+    elif label in PRIORITY_RANGES:
+        return label == PriorityClass.PROD
+    qos = koord_qos_label(labels) if labels else QoSClass.NONE
+    if qos is not QoSClass.NONE:
+        return qos is not QoSClass.BE
+    return kube_qos in (KubeQoSClass.GUARANTEED, KubeQoSClass.BURSTABLE)
 
 
 def kube_qos_class(pod: Mapping[str, Any]) -> KubeQoSClass:
@@ -128,16 +153,32 @@ def _nonzero(value: Any) -> bool:
     return value is not None and not Quantity.parse(value).is_zero()
 
 
+_KOORD_QOS_CLASSES: Final = frozenset(QoSClass) - {QoSClass.NONE}
+_QOS_OF_KUBE_QOS: Final[Mapping[str, QoSClass]] = {
+    KubeQoSClass.GUARANTEED: QoSClass.LSR,
+    KubeQoSClass.BURSTABLE: QoSClass.LS,
+    KubeQoSClass.BEST_EFFORT: QoSClass.BE,
+}
+
+
+def koord_qos_label(labels: Mapping[str, str]) -> QoSClass:
+    """The `koordinator.sh/qosClass` label, NONE when absent or not a Koordinator QoS class."""
+    label = labels.get(c.LABEL_QOS_CLASS)
+    return QoSClass(label) if label in _KOORD_QOS_CLASSES else QoSClass.NONE
+
+
+def qos_class_from(labels: Mapping[str, str], kube_qos: str) -> QoSClass:
+    """Label `koordinator.sh/qosClass`, else Guaranteed→LSR, Burstable→LS, anything else→BE."""
+    label = koord_qos_label(labels)
+    if label is not QoSClass.NONE:
+        return label
+    return _QOS_OF_KUBE_QOS.get(kube_qos, QoSClass.BE)
+
+
 def qos_class_of(pod: Mapping[str, Any]) -> QoSClass:
-    """Label `koordinator.sh/qosClass`, else Guaranteed→LSR, Burstable→LS, BestEffort→BE."""
-    label = (_meta(pod).get("labels") or {}).get(c.LABEL_QOS_CLASS)
-    if label in QoSClass.__members__.values() and label:
-        return QoSClass(label)
-    return {
-        KubeQoSClass.GUARANTEED: QoSClass.LSR,
-        KubeQoSClass.BURSTABLE: QoSClass.LS,
-        KubeQoSClass.BEST_EFFORT: QoSClass.BE,
-    }[kube_qos_class(pod)]
+    """qos_class_from over a pod object; the kubelet QoS is only computed when no label says."""
+    label = koord_qos_label(_meta(pod).get("labels") or {})
+    return label if label is not QoSClass.NONE else _QOS_OF_KUBE_QOS[kube_qos_class(pod)]
 
 
 ResourceTotals = dict[str, Quantity]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from common.api.pod import is_prod
 from scheduler_plugin.descheduler.anomaly import DetectorStore, detector_key
 from scheduler_plugin.descheduler.args import LowNodeLoadArgs, ResolvedPool, resolve_pools
 from scheduler_plugin.descheduler.classify import (
@@ -43,7 +44,6 @@ from scheduler_plugin.descheduler.model import (
     RoundPlan,
 )
 from scheduler_plugin.descheduler.nodefit import TargetSet
-from scheduler_plugin.descheduler.podclasses import is_prod
 from scheduler_plugin.descheduler.podfilter import PodFilter
 from scheduler_plugin.descheduler.reason import overutilized_reason
 from scheduler_plugin.descheduler.selectors import compile_label_selector
@@ -268,7 +268,7 @@ def _run_pass(
     for k, row in enumerate(sources):
         pod_usages = table.metrics[row].pod_usages
         for pod in table.pods[row]:
-            if prod and not is_prod(pod):
+            if prod and not is_prod(pod.labels, pod.priority, pod.k8s_qos):
                 continue
             plan.pods_considered += 1
             blocker = ctx.pod_filter.blocker(pod)
@@ -329,7 +329,7 @@ def _run_pass(
             threshold_pct=high_pct[row],
             prod=prod,
         )
-        pod_is_prod = prod or (pool.prod_enabled and is_prod(pod))
+        pod_is_prod = prod or (pool.prod_enabled and is_prod(pod.labels, pod.priority, pod.k8s_qos))
         target_name = None if target_index is None else targets.place(target_index, pod, pod_u, pod_is_prod)
         plan.evictions.append(
             PlannedEviction(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from common.api.constants import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_MIRROR_POD
+from common.api.constants import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_EVICTION_COST, ANNOTATION_MIRROR_POD
 from scheduler_plugin.descheduler.args import PROTECTED_NAMESPACES, LowNodeLoadArgs
 from scheduler_plugin.descheduler.model import PodSnapshot
-from scheduler_plugin.descheduler.podclasses import EVICTION_COST_NEVER, SYSTEM_CRITICAL_PRIORITY, eviction_cost
 from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_any_of
+from scheduler_plugin.descheduler.sorting import int_annotation
 
 # Skip reasons (also the label values of the "pods skipped" metric).
 SKIP_TERMINATING = "terminating"
@@ -22,6 +22,11 @@ SKIP_EVICTION_COST = "eviction-cost is MaxInt32"
 SKIP_CRITICAL = "system-critical priority"
 SKIP_LOCAL_STORAGE = "local storage"
 SKIP_REFUSED = "eviction recently refused"
+
+# Pods at or above this priority are system-critical (system-cluster-critical is 2000000000).
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+# Koordinator never migrates a pod whose eviction cost is MaxInt32.
+EVICTION_COST_NEVER = 2**31 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +78,7 @@ class PodFilter:
             return SKIP_NAMESPACE
         if not self.selector(pod.labels):
             return SKIP_SELECTOR
-        if eviction_cost(pod) >= EVICTION_COST_NEVER:
+        if int_annotation(pod, ANNOTATION_EVICTION_COST) >= EVICTION_COST_NEVER:
             return SKIP_EVICTION_COST
         if self.refused and pod.key in self.refused:
             return SKIP_REFUSED

@@ -12,17 +12,28 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from common.api.constants import ANNOTATION_EVICTION_COST, ANNOTATION_POD_DELETION_COST
+from common.api.pod import KubeQoSClass, PriorityClass, QoSClass, koord_qos_label, priority_class_from
 from scheduler_plugin.descheduler.model import PodSnapshot
-from scheduler_plugin.descheduler.podclasses import (
-    K8S_QOS_RANK,
-    KOORD_QOS_RANK,
-    PRIORITY_CLASS_RANK,
-    deletion_cost,
-    eviction_cost,
-    koord_qos_class,
-    priority_class,
-)
 from scheduler_plugin.descheduler.usage import FloatArray, IntArray
+
+# Lower rank = evicted earlier (Koordinator's pod sorter).
+PRIORITY_CLASS_RANK = {
+    PriorityClass.FREE: 1,
+    PriorityClass.BATCH: 2,
+    PriorityClass.MID: 3,
+    PriorityClass.PROD: 4,
+    PriorityClass.NONE: 5,
+}
+K8S_QOS_RANK: dict[str, int] = {KubeQoSClass.BEST_EFFORT: 1, KubeQoSClass.BURSTABLE: 2, KubeQoSClass.GUARANTEED: 3}
+KOORD_QOS_RANK = {
+    QoSClass.BE: 1,
+    QoSClass.LS: 2,
+    QoSClass.LSR: 3,
+    QoSClass.LSE: 4,
+    QoSClass.SYSTEM: 4,
+    QoSClass.NONE: 5,
+}
 
 # Score of a pod without a metric entry: after every measured pod of the same class.
 NO_METRIC_SCORE = -1.0
@@ -57,12 +68,14 @@ def eviction_order(pods: Sequence[PodSnapshot], fit_scores: FloatArray, group: I
     n = len(pods)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    class_rank = np.fromiter((PRIORITY_CLASS_RANK[priority_class(p)] for p in pods), np.int64, n)
+    class_rank = np.fromiter(
+        (PRIORITY_CLASS_RANK[priority_class_from(p.labels, p.priority)] for p in pods), np.int64, n
+    )
     priority = np.fromiter((p.priority or 0 for p in pods), np.int64, n)
     k8s_qos = np.fromiter((K8S_QOS_RANK.get(p.k8s_qos, 0) for p in pods), np.int64, n)
-    koord_qos = np.fromiter((KOORD_QOS_RANK[koord_qos_class(p)] for p in pods), np.int64, n)
-    del_cost = np.fromiter((deletion_cost(p) for p in pods), np.int64, n)
-    evict_cost = np.fromiter((eviction_cost(p) for p in pods), np.int64, n)
+    koord_qos = np.fromiter((KOORD_QOS_RANK[koord_qos_label(p.labels)] for p in pods), np.int64, n)
+    del_cost = np.fromiter((int_annotation(p, ANNOTATION_POD_DELETION_COST) for p in pods), np.int64, n)
+    evict_cost = np.fromiter((int_annotation(p, ANNOTATION_EVICTION_COST) for p in pods), np.int64, n)
     # A pod without creationTimestamp counts as the oldest (Go's zero time), so it goes last.
     created = np.fromiter(
         (p.creation_timestamp if p.creation_timestamp is not None else -np.inf for p in pods), np.float64, n
@@ -74,3 +87,14 @@ def eviction_order(pods: Sequence[PodSnapshot], fit_scores: FloatArray, group: I
         keys.append(group)
     # np.lexsort sorts by the LAST key first.
     return np.asarray(np.lexsort(keys), dtype=np.int64)
+
+
+def int_annotation(pod: PodSnapshot, key: str) -> int:
+    """A cost annotation's value; 0 when absent or garbage, which must not make the pod unsortable."""
+    raw = pod.annotations.get(key)
+    if raw is None:
+        return 0
+    try:
+        return int(raw.strip())
+    except ValueError:
+        return 0

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
+from common.api.pod import is_prod
 from scheduler_plugin.descheduler.model import (
     PODS,
     NodeMetricSnapshot,
@@ -23,7 +24,6 @@ from scheduler_plugin.descheduler.model import (
     PodSnapshot,
     ResourceValues,
 )
-from scheduler_plugin.descheduler.podclasses import is_prod
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -179,7 +179,7 @@ def _sum_usage(
     prod = [0.0] * len(resources)
     if prod_enabled:
         # Prod usage counts the metric entries of pods on the node whose defaulted class is prod.
-        prod_pods = [pod for pod in pods if is_prod(pod)]
+        prod_pods = [pod for pod in pods if is_prod(pod.labels, pod.priority, pod.k8s_qos)]
         lookup = metric.pod_usages.get
         prod_values = [v for v in (lookup(pod.key) for pod in prod_pods) if v is not None]
         for j, r in enumerate(resources):

@@ -3,12 +3,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from common.api.pod import defaulted_priority_class, priority_class_from, qos_class_from
+from common.api.pod import is_prod as is_prod_of
 from scheduler_plugin.descheduler.model import PodSnapshot
-from scheduler_plugin.descheduler.podclasses import is_prod, priority_class, priority_class_with_default
 from scheduler_plugin.descheduler.sorting import NO_METRIC_SCORE, eviction_order, usage_fit_scores
 from tests.unit.descheduler.builders import GiB, rs_pod
 
 CPU_MEM_WEIGHTS = np.array([1.0, 1.0])
+
+
+# The descheduler classifies its pod records through common.api.pod, as the scheduler does.
+def priority_class(pod: PodSnapshot) -> str:
+    return priority_class_from(pod.labels, pod.priority)
+
+
+def priority_class_with_default(pod: PodSnapshot) -> str:
+    return defaulted_priority_class(
+        priority_class_from(pod.labels, pod.priority), qos_class_from(pod.labels, pod.k8s_qos)
+    )
+
+
+def is_prod(pod: PodSnapshot) -> bool:
+    return is_prod_of(pod.labels, pod.priority, pod.k8s_qos)
 
 
 def scores(pod_usage: list[list[float]], excess: list[float], weights: np.ndarray = CPU_MEM_WEIGHTS) -> list[float]:
