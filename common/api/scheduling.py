@@ -1,21 +1,23 @@
 """The Kubernetes scheduling fields and their matching, as kube-scheduler evaluates them.
 
 Loadline's counterpart of k8s.io/component-helpers/scheduling: taints and tolerations
-(v1.Toleration.ToleratesTaint), node selector requirements and terms, parsed once into
-immutable values and matched by the scheduler's plugins and the descheduler's nodeFit alike.
+(v1.Toleration.ToleratesTaint), node selector requirements and terms, and metav1.LabelSelector,
+parsed once into immutable values and matched by the scheduler's plugins, the descheduler and
+the manager alike.
 A malformed field raises `MalformedObjectError` naming it; the caller logs and skips the object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.wire import InvalidTimeError, parse_rfc3339
 
-NODE_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+NODE_SELECTOR_OPERATORS = LABEL_SELECTOR_OPERATORS | {"Gt", "Lt"}
 TAINT_EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 
 
@@ -124,6 +126,39 @@ def node_matches(
 
 
 @dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector as labels.Selector matches it: every matchLabels pair and every
+    expression (In, NotIn, Exists, DoesNotExist) must hold; the empty selector matches everything.
+
+    What a *missing* selector means is the caller's: nothing for NodeSLO profiles and PDBs
+    (`LabelSelectorAsSelector(nil)` is `labels.Nothing()`), everything for the descheduler's filters.
+    """
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+    @classmethod
+    def of(
+        cls, match_labels: Mapping[str, str] | None, expressions: Iterable[tuple[str, str, Iterable[str]]] = ()
+    ) -> LabelSelector:
+        """From validated fields (key, operator, values) of a config schema."""
+        return cls(
+            tuple(sorted((match_labels or {}).items())),
+            tuple(Requirement(key, op, tuple(values)) for key, op, values in expressions),
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.match_labels and not self.match_expressions
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for key, value in self.match_labels:
+            if labels.get(key) != value:
+                return False
+        return all(req.matches(labels.get(req.key)) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
 class PreferredTerm:
     weight: int
     term: SelectorTerm
@@ -197,13 +232,13 @@ def parse_tolerations(value: Any, field: str = "spec.tolerations") -> tuple[Tole
     return tuple(out)
 
 
-def _parse_requirement(raw: Any, field: str) -> Requirement:
+def _parse_requirement(raw: Any, field: str, operators: frozenset[str] = NODE_SELECTOR_OPERATORS) -> Requirement:
     item = _mapping(raw, field)
     key = item.get("key")
     if not isinstance(key, str) or not key:
         raise MalformedObjectError(f"{field}.key: required")
     operator = item.get("operator")
-    if operator not in NODE_SELECTOR_OPERATORS:
+    if operator not in operators:
         raise MalformedObjectError(f"{field}.operator: unknown operator {operator!r}")
     values = tuple(str(v) for v in _sequence(item.get("values"), f"{field}.values"))
     if operator in ("In", "NotIn") and not values:
@@ -262,3 +297,14 @@ def parse_node_affinity(
         term = parse_selector_term(item.get("preference"), f"{pref_field}[{i}].preference")
         preferred.append(PreferredTerm(weight, term))
     return required, tuple(preferred)
+
+
+def parse_label_selector(raw: Any, field: str) -> LabelSelector:
+    """A metav1.LabelSelector object as it comes from the API server."""
+    item = _mapping(raw, field)
+    expressions = tuple(
+        _parse_requirement(r, f"{field}.matchExpressions[{i}]", LABEL_SELECTOR_OPERATORS)
+        for i, r in enumerate(_sequence(item.get("matchExpressions"), f"{field}.matchExpressions"))
+    )
+    match_labels = string_map(item.get("matchLabels"), f"{field}.matchLabels")
+    return LabelSelector(tuple(sorted(match_labels.items())), expressions)

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from common.api.scheduling import LabelSelector
 from manager.nodeslo.merge import JSONDict, clone_json, merge_cfg, omit_empty
 from manager.nodeslo.schema import (
     ColocationConfig,
@@ -32,7 +33,6 @@ from manager.nodeslo.schema import (
     ScopedConfigModel,
     SystemConfig,
 )
-from manager.nodeslo.selector import CompiledSelector
 
 # --- ConfigMap keys (apis/configuration/slo_controller_config.go) --------------------------
 COLOCATION_CONFIG_KEY: Final = "colocation-config"
@@ -162,7 +162,7 @@ class NodeScopedEntry:
     """One nodeStrategies/nodeConfigs entry, already merged onto the cluster strategy."""
 
     name: str
-    selector: CompiledSelector | None  # None (no nodeSelector) matches no node
+    selector: LabelSelector | None  # None (no nodeSelector) matches no node
     merged: JSONDict
 
 
@@ -173,7 +173,7 @@ class ScopedStrategy:
     key: str
     cluster: JSONDict
     nodes: tuple[NodeScopedEntry, ...] = ()
-    selectors: tuple[CompiledSelector | None, ...] = field(init=False, compare=False)
+    selectors: tuple[LabelSelector | None, ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "selectors", tuple(entry.selector for entry in self.nodes))
@@ -186,7 +186,7 @@ class ScopedStrategy:
 @dataclass(frozen=True, slots=True)
 class HostApplications:
     cluster: tuple[JSONDict, ...] = ()
-    nodes: tuple[tuple[CompiledSelector | None, tuple[JSONDict, ...]], ...] = ()
+    nodes: tuple[tuple[LabelSelector | None, tuple[JSONDict, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ def _never_raises(key: str, parse: Callable[[str | None], Any], text: str | None
         return [ConfigError(key, None, f"unusable: {type(exc).__name__}: {exc}")]
 
 
-def _selector_of(entry: NodeProfile) -> CompiledSelector | None:
+def _selector_of(entry: NodeProfile) -> LabelSelector | None:
     return entry.node_selector.compile() if entry.node_selector is not None else None
 
 

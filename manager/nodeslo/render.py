@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from common.api.constants import ANNOTATION_COLOCATION_STRATEGY
+from common.api.scheduling import LabelSelector
 from manager.noderesource.model import BatchStrategy
 from manager.noderesource.strategy import batch_strategy_from_colocation
 from manager.nodeslo.config import (
@@ -27,7 +28,6 @@ from manager.nodeslo.merge import (
     clone_json,
     has_node_colocation_overrides,
 )
-from manager.nodeslo.selector import first_match
 
 _NO_LABELS: Final[Mapping[str, str]] = {}
 
@@ -155,3 +155,12 @@ def render_node_slo_spec(config: SLOControllerConfig, labels: Mapping[str, str] 
     result = clone_json(cached)
     assert isinstance(result, dict)
     return result
+
+
+def first_match(selectors: tuple[LabelSelector | None, ...], labels: Mapping[str, str]) -> int:
+    """Index of the first selector matching `labels`, or -1: the first match wins, as in Koordinator.
+    A missing selector (None) matches no node."""
+    for index, selector in enumerate(selectors):
+        if selector is not None and selector.matches(labels):
+            return index
+    return -1

@@ -12,9 +12,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from common.api import scheduling
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
-from manager.nodeslo.selector import CompiledSelector, Requirement
 
 # Integers are Go int64 fields in Koordinator (and in the NodeSLO CRD we render them into);
 # times are multiplied into a Go time.Duration (int64 nanoseconds), so they stop where it does.
@@ -106,13 +106,9 @@ class LabelSelector(GoJSONModel):
     match_labels: dict[str, str] | None = Field(default=None, alias="matchLabels")
     match_expressions: list[LabelSelectorRequirement] | None = Field(default=None, alias="matchExpressions")
 
-    def compile(self) -> CompiledSelector:
-        return CompiledSelector(
-            match_labels=tuple(sorted((self.match_labels or {}).items())),
-            requirements=tuple(
-                Requirement(req.key, req.operator, frozenset(req.values or ())) for req in self.match_expressions or ()
-            ),
-        )
+    def compile(self) -> scheduling.LabelSelector:
+        expressions = ((req.key, req.operator, req.values or ()) for req in self.match_expressions or ())
+        return scheduling.LabelSelector.of(self.match_labels, expressions)
 
 
 class NodeProfile(GoJSONModel):

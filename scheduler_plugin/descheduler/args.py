@@ -26,6 +26,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from common.api import scheduling
 from scheduler_plugin.descheduler.durations import format_go_duration, parse_go_duration
 from scheduler_plugin.descheduler.model import CPU, MEMORY
 
@@ -82,6 +83,10 @@ class LabelSelectorRequirement(_Model):
 class LabelSelector(_Model):
     match_labels: dict[str, str] = Field(default_factory=dict)
     match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
+
+    def compile(self) -> scheduling.LabelSelector:
+        expressions = ((r.key, r.operator, r.values) for r in self.match_expressions)
+        return scheduling.LabelSelector.of(self.match_labels, expressions)
 
 
 class Namespaces(_Model):

@@ -46,7 +46,6 @@ from scheduler_plugin.descheduler.model import (
 from scheduler_plugin.descheduler.nodefit import TargetSet
 from scheduler_plugin.descheduler.podfilter import PodFilter
 from scheduler_plugin.descheduler.reason import overutilized_reason
-from scheduler_plugin.descheduler.selectors import compile_label_selector
 from scheduler_plugin.descheduler.sorting import eviction_order, usage_fit_scores
 from scheduler_plugin.descheduler.thresholds import NodeThresholds, compute_thresholds
 from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, NodeTable, measure_nodes
@@ -90,12 +89,12 @@ def plan_round(
     ctx = _RoundContext(args, plan, detectors, now, limits, PodFilter.from_args(args, refused))
     processed: set[str] = set()
     for pool in resolve_pools(args):
-        selector = compile_label_selector(pool.node_selector)
         if pool.node_selector is None:
             pool_nodes = list(nodes)
         else:
             # A node drained as a source by an earlier pool is not handled again by a later pool.
-            pool_nodes = [n for n in nodes if n.name not in processed and selector(n.labels)]
+            selector = pool.node_selector.compile()
+            pool_nodes = [n for n in nodes if n.name not in processed and selector.matches(n.labels)]
         _balance_pool(ctx, pool, pool_nodes, node_metrics=node_metrics, pods_by_node=pods_by_node, processed=processed)
     return plan
 

@@ -6,9 +6,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from common.api.constants import ANNOTATION_DESCHEDULER_EVICT, ANNOTATION_EVICTION_COST, ANNOTATION_MIRROR_POD
+from common.api.scheduling import LabelSelector
 from scheduler_plugin.descheduler.args import PROTECTED_NAMESPACES, LowNodeLoadArgs
 from scheduler_plugin.descheduler.model import PodSnapshot
-from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_any_of
 from scheduler_plugin.descheduler.sorting import int_annotation
 
 # Skip reasons (also the label values of the "pods skipped" metric).
@@ -50,7 +50,8 @@ class NamespaceFilter:
 @dataclass(frozen=True, slots=True)
 class PodFilter:
     namespaces: NamespaceFilter
-    selector: LabelMatcher
+    # podSelectors, any of which lets a pod through; none at all lets every pod through.
+    selectors: tuple[LabelSelector, ...]
     evict_local_storage: bool
     # (namespace, name) of pods whose eviction the API server refused recently (a PodDisruptionBudget
     # said "not now"); the I/O layer keeps them out for a while so they do not take the round's
@@ -61,7 +62,7 @@ class PodFilter:
     def from_args(cls, args: LowNodeLoadArgs, refused: Collection[tuple[str, str]] = ()) -> PodFilter:
         return cls(
             namespaces=NamespaceFilter.from_args(args),
-            selector=compile_any_of([s.selector for s in args.pod_selectors]),
+            selectors=tuple(s.selector.compile() for s in args.pod_selectors if s.selector is not None),
             evict_local_storage=args.evict_local_storage_pods,
             refused=frozenset(refused),
         )
@@ -76,7 +77,7 @@ class PodFilter:
             return SKIP_DAEMONSET  # the DaemonSet would recreate it on the same node
         if not self.namespaces.allows(pod.namespace):
             return SKIP_NAMESPACE
-        if not self.selector(pod.labels):
+        if self.selectors and not any(s.matches(pod.labels) for s in self.selectors):
             return SKIP_SELECTOR
         if int_annotation(pod, ANNOTATION_EVICTION_COST) >= EVICTION_COST_NEVER:
             return SKIP_EVICTION_COST

@@ -11,11 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from common.api.malformed import MalformedObjectError
-from scheduler_plugin.descheduler.args import LabelSelector
-from scheduler_plugin.descheduler.selectors import LabelMatcher, compile_label_selector
+from common.api.scheduling import LabelSelector, parse_label_selector
 from scheduler_plugin.framework.podinfo import PodInfo
 
 
@@ -23,7 +20,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 class DisruptionBudget:
     namespace: str
     name: str
-    matches: LabelMatcher | None  # None: an empty or missing selector, which selects no pod here
+    selector: LabelSelector | None  # None: an empty or missing selector, which selects no pod here
     disruptions_allowed: int
     disrupted_pods: frozenset[str]  # names the API server already counts as disrupted
 
@@ -36,21 +33,17 @@ class DisruptionBudget:
         if not isinstance(name, str) or not name:
             raise MalformedObjectError("PodDisruptionBudget metadata.name: required")
         raw_selector = spec.get("selector")
-        matches = None
+        selector = None
         if raw_selector:
-            try:
-                selector = LabelSelector.model_validate(raw_selector)
-            except ValidationError as exc:
-                raise MalformedObjectError(f"PodDisruptionBudget spec.selector: {exc.errors()[0]['msg']}") from None
-            if selector.match_labels or selector.match_expressions:
-                matches = compile_label_selector(selector)
+            parsed = parse_label_selector(raw_selector, "PodDisruptionBudget spec.selector")
+            selector = None if parsed.is_empty else parsed
         allowed = status.get("disruptionsAllowed", 0)
         if not isinstance(allowed, int):
             raise MalformedObjectError("PodDisruptionBudget status.disruptionsAllowed: expected an integer")
         return cls(
             namespace=str(meta.get("namespace") or "default"),
             name=name,
-            matches=matches,
+            selector=selector,
             disruptions_allowed=allowed,
             disrupted_pods=frozenset(str(k) for k in (status.get("disruptedPods") or {})),
         )
@@ -69,7 +62,7 @@ def split_by_violation(
     for pod in victims:
         violates = False
         for i, budget in enumerate(budgets if pod.labels else ()):  # a pod without labels matches no budget
-            if budget.namespace != pod.namespace or budget.matches is None or not budget.matches(pod.labels):
+            if budget.namespace != pod.namespace or budget.selector is None or not budget.selector.matches(pod.labels):
                 continue
             if pod.name in budget.disrupted_pods:
                 continue  # already counted by the API server

@@ -1,22 +1,28 @@
 """The shared scheduling semantics (common/api/scheduling.py): one set of tests for the scheduler's
-plugins and the descheduler's nodeFit. kube-scheduler's behaviour on the same cases is checked
+plugins, the descheduler's nodeFit and filters, and the manager's NodeSLO profiles. kube-scheduler's behaviour on the same cases is checked
 against the real binary in tests/integration/test_scheduling_semantics.py."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from common.api.malformed import MalformedObjectError
 from common.api.scheduling import (
+    LabelSelector,
     Requirement,
     SelectorTerm,
     Taint,
     Toleration,
     first_untolerated,
     node_matches,
+    parse_label_selector,
     parse_node_affinity,
     parse_tolerations,
 )
+from manager.nodeslo import schema as nodeslo_schema
+from scheduler_plugin.descheduler import args as descheduler_args
 
 NO_SCHEDULE = Taint("dedicated", "gpu", "NoSchedule")
 NO_EXECUTE = Taint("maintenance", "", "NoExecute")
@@ -85,3 +91,51 @@ def test_taints_need_tolerations_except_prefer_no_schedule() -> None:
     assert first_untolerated(taints, (Toleration(operator="Exists"),)) is None  # tolerates everything
     assert first_untolerated(taints, (Toleration("dedicated", "Exists", effect="NoExecute"),)) is not None
     assert first_untolerated((Taint("soft", "", "PreferNoSchedule"),), ()) is None
+
+
+@pytest.mark.parametrize(
+    ("doc", "labels", "matches"),
+    [
+        ({}, {}, True),  # empty selector: everything
+        ({"matchLabels": {"pool": "a"}}, {"pool": "a", "x": "y"}, True),
+        ({"matchLabels": {"pool": "a"}}, {"pool": "b"}, False),
+        ({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}, {"pool": "b"}, True),
+        ({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}, {}, False),
+        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {}, True),
+        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {"pool": "a"}, False),
+        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {"gpu": ""}, True),
+        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {}, False),
+        ({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}, {"gpu": "1"}, False),
+        (
+            {"matchLabels": {"pool": "a"}, "matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
+            {"pool": "a"},
+            False,
+        ),
+        (
+            {
+                "matchLabels": {"app": "web"},
+                "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                    {"key": "legacy", "operator": "DoesNotExist"},
+                ],
+            },
+            {"app": "web", "tier": "a"},
+            True,
+        ),
+        ({"matchLabels": {"app": "web"}}, {"tier": "a"}, False),
+    ],
+)
+def test_label_selector(doc: dict[str, Any], labels: dict[str, str], matches: bool) -> None:
+    selector = parse_label_selector(doc, "selector")
+    assert selector.matches(labels) is matches
+    # The manager's and the descheduler's config schemas compile to this same selector.
+    assert nodeslo_schema.LabelSelector.model_validate(doc).compile() == selector
+    assert descheduler_args.LabelSelector.model_validate(doc).compile() == selector
+
+
+def test_label_selector_parse_refuses_node_selector_operators_and_names_the_field() -> None:
+    assert parse_label_selector(None, "s") == LabelSelector()
+    with pytest.raises(MalformedObjectError, match=r"s\.matchExpressions\[0\]\.operator: unknown operator 'Gt'"):
+        parse_label_selector({"matchExpressions": [{"key": "n", "operator": "Gt", "values": ["1"]}]}, "s")
+    with pytest.raises(MalformedObjectError, match=r"s\.matchLabels\.app: expected a string"):
+        parse_label_selector({"matchLabels": {"app": 1}}, "s")

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_plugin.descheduler.args import LabelSelector
 from scheduler_plugin.descheduler.limits import max_unavailable
-from scheduler_plugin.descheduler.selectors import compile_any_of, compile_label_selector
+from scheduler_plugin.descheduler.podfilter import SKIP_SELECTOR, PodFilter
+from tests.unit.descheduler.builders import make_args, rs_pod
 
 
 @pytest.mark.parametrize(
@@ -25,28 +25,11 @@ def test_max_unavailable_per_workload(replicas: int, configured: int | str | Non
     assert max_unavailable(replicas, configured) == expected
 
 
-def test_label_selector_matching() -> None:
-    sel = LabelSelector.model_validate(
-        {
-            "matchLabels": {"app": "web"},
-            "matchExpressions": [
-                {"key": "tier", "operator": "In", "values": ["a", "b"]},
-                {"key": "legacy", "operator": "DoesNotExist"},
-            ],
-        }
-    )
-    match = compile_label_selector(sel)
-    assert match({"app": "web", "tier": "a"})
-    assert not match({"app": "web", "tier": "c"})
-    assert not match({"app": "web", "tier": "a", "legacy": "1"})
-    assert not match({"tier": "a"})
-    assert compile_label_selector(None)({})
-    notin = compile_label_selector(
-        LabelSelector.model_validate({"matchExpressions": [{"key": "x", "operator": "NotIn", "values": ["1"]}]})
-    )
-    assert notin({}) and notin({"x": "2"}) and not notin({"x": "1"})
-    exists = compile_any_of(
-        [LabelSelector.model_validate({"matchExpressions": [{"key": "x", "operator": "Exists"}]}), None]
-    )
-    assert exists({"x": ""}) and not exists({})
-    assert compile_any_of([])({"anything": "goes"})
+def test_pod_selectors_are_ored_and_none_selects_every_pod() -> None:
+    # The selectors' own semantics are pinned in tests/unit/test_scheduling.py; here the descheduler's
+    # use: any podSelector lets a pod through, and no selector at all lets every pod through.
+    exists = {"matchExpressions": [{"key": "x", "operator": "Exists"}]}
+    any_of = PodFilter.from_args(make_args(podSelectors=[{"name": "x", "selector": exists}, {"name": "none"}]))
+    assert any_of.blocker(rs_pod("a", "n", labels={"x": ""})) is None
+    assert any_of.blocker(rs_pod("b", "n")) == SKIP_SELECTOR
+    assert PodFilter.from_args(make_args()).blocker(rs_pod("c", "n", labels={"anything": "goes"})) is None

@@ -9,9 +9,8 @@ import pytest
 
 from manager.nodeslo.config import SLOControllerConfig, parse_slo_controller_config
 from manager.nodeslo.merge import merge_cfg, omit_empty, ratio_label_percent
-from manager.nodeslo.render import colocation_for_node, render_node_slo_spec
+from manager.nodeslo.render import colocation_for_node, first_match, render_node_slo_spec
 from manager.nodeslo.schema import LabelSelector
-from manager.nodeslo.selector import first_match
 
 
 def config(**keys: Any) -> SLOControllerConfig:
@@ -92,29 +91,6 @@ def test_lists_replace_in_node_configs() -> None:
 # --- node selection ------------------------------------------------------------------------
 def selector(doc: dict[str, Any]) -> Any:
     return LabelSelector.model_validate(doc).compile()
-
-
-@pytest.mark.parametrize(
-    ("doc", "labels", "matches"),
-    [
-        ({}, {}, True),  # empty selector: every node
-        ({"matchLabels": {"pool": "a"}}, {"pool": "a", "x": "y"}, True),
-        ({"matchLabels": {"pool": "a"}}, {"pool": "b"}, False),
-        ({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", "b"]}]}, {"pool": "b"}, True),
-        ({"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}, {}, False),
-        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {}, True),
-        ({"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["a"]}]}, {"pool": "a"}, False),
-        ({"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}, {"gpu": ""}, True),
-        ({"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}, {"gpu": "1"}, False),
-        (
-            {"matchLabels": {"pool": "a"}, "matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
-            {"pool": "a"},
-            False,
-        ),
-    ],
-)
-def test_label_selector(doc: dict[str, Any], labels: dict[str, str], matches: bool) -> None:
-    assert selector(doc).matches(labels) is matches
 
 
 def test_first_matching_entry_wins_and_missing_selector_matches_nothing() -> None:
