@@ -31,7 +31,7 @@ Ratios loadline/kube-scheduler (and loadline/koord-scheduler) follow the table: 
 and CPU per pod (target <= 1.0).
 
 Schedulers are a small table (`SCHEDULERS`): a name, the `schedulerName` its pods carry, and a start
-function (command + config): kube-scheduler (default profile), koord-scheduler (Koordinator v1.8.0,
+function (a started process): kube-scheduler (default profile), koord-scheduler (Koordinator v1.8.0,
 LoadAwareScheduling on, its default args; `--schedulers kube-scheduler koord-scheduler loadline`) and
 Loadline (default profile, LoadAwareScheduling on). The exit status is 0 whether
 or not the targets are met; the verdict is printed.
@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -70,8 +69,8 @@ from bench.scheduler_e2e_bench import (
 )
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector
-from tests.harness import koordbuild
-from tests.harness.controlplane import CRDS_DIR, REPO_ROOT, ControlPlane, fake_node
+from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
+from tests.harness.koordinator import KOORD_SCHEDULER_NAME, install_koord_crds, start_koord_scheduler
 from tests.harness.processes import Component, free_port
 
 KUBE = "kube-scheduler"
@@ -84,11 +83,13 @@ EVENTS_GRACE_SECONDS = 20.0  # after the last binding: a scheduler still writing
 # --------------------------------------------------------------------------- the schedulers
 @dataclass(frozen=True)
 class SchedulerUnderTest:
-    """One scheduler: what its pods name in spec.schedulerName and how to start it (not waiting for it)."""
+    """One scheduler: what its pods name in spec.schedulerName, how to start it (a started Component) and what
+    to set up on the control plane beforehand (before the clock starts)."""
 
     name: str
     scheduler_name: str
     start: Callable[[ControlPlane, argparse.Namespace], Component]
+    prepare: Callable[[ControlPlane], object] | None = None
 
 
 def start_kube_scheduler(plane: ControlPlane, args: argparse.Namespace) -> Component:
@@ -100,12 +101,14 @@ def start_kube_scheduler(plane: ControlPlane, args: argparse.Namespace) -> Compo
         "leaderElection: {leaderElect: false}\n"
         "profiles: [{schedulerName: default-scheduler}]\n"
     )
-    return Component(
+    component = Component(
         "backlog-kube-scheduler",
         [str(plane.binary("kube-scheduler")), f"--config={config}", "--bind-address=127.0.0.1",
          f"--secure-port={free_port()}", "--v=1"],
         plane.root / "logs" / "backlog-kube-scheduler.log",
     )  # fmt: skip
+    component.start()
+    return component
 
 
 def start_loadline(plane: ControlPlane, args: argparse.Namespace) -> Component:
@@ -119,57 +122,27 @@ def start_loadline(plane: ControlPlane, args: argparse.Namespace) -> Component:
     python = [sys.executable]
     if args.profile_loadline:  # cProfile writes the file when the process exits on SIGTERM
         python += ["-m", "cProfile", "-o", str(Path(args.profile_loadline).resolve())]
-    return Component(
+    component = Component(
         "backlog-loadline-scheduler",
         [*python, "-m", "common.cli", "scheduler", f"--kubeconfig={plane.kubeconfig}", f"--config={config}",
          "--bind-address=127.0.0.1", f"--port={free_port()}", "--no-leader-elect"],
         plane.root / "logs" / "backlog-loadline-scheduler.log",
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )  # fmt: skip
+    component.start()
+    return component
 
 
-def _koord_crds(plane: ControlPlane) -> None:
-    """Koordinator's CRDs for the kinds Loadline does not define (Reservation, Device, ...: without them
-    koord-scheduler's informers never sync); Loadline's NodeMetric/NodeSLO/PodGroup definitions stay."""
-    ours = {path.name for path in CRDS_DIR.glob("*.yaml")}
-    extra = [path for path in sorted(koordbuild.crd_dir().glob("*.yaml")) if path.name not in ours]
-    plane.kubectl("apply", "--server-side", *(arg for path in extra for arg in ("-f", str(path))))
-    plane.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
-
-
-def start_koord_scheduler(plane: ControlPlane, args: argparse.Namespace) -> Component:
-    """Koordinator v1.8.0's koord-scheduler: the kube default plugins plus LoadAwareScheduling in filter, score
-    and reserve with Koordinator's default args (as Loadline's), client qps/burst 5000, no leader election.
-    (A minimal start of its own: tests/harness/koordinator.py had not landed when this was written.)"""
-    _koord_crds(plane)
-    load_aware = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "LoadAwareSchedulingArgs",
-                  "filterExpiredNodeMetrics": True, "nodeMetricExpirationSeconds": 180,
-                  "resourceWeights": {"cpu": 1, "memory": 1}, "usageThresholds": {"cpu": 65, "memory": 95},
-                  "estimatedScalingFactors": {"cpu": 85, "memory": 70}}  # fmt: skip
-    config = plane.root / "backlog-koord-scheduler.yaml"
-    config.write_text(json.dumps({
-        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": 5000, "burst": 5000},
-        "leaderElection": {"leaderElect": False},
-        "profiles": [{
-            "schedulerName": "koord-scheduler",
-            "plugins": {p: {"enabled": [{"name": "LoadAwareScheduling"}]} for p in ("filter", "score", "reserve")},
-            "pluginConfig": [{"name": "LoadAwareScheduling", "args": load_aware}],
-        }],
-    }))  # fmt: skip
-    return Component(
-        "backlog-koord-scheduler",
-        [str(koordbuild.ensure(["koord-scheduler"])["koord-scheduler"]), f"--config={config}",
-         "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-         # the deprecated insecure port still binds (default 10251, machine-wide) unless moved
-         "--address=127.0.0.1", f"--port={free_port()}", "--authentication-skip-lookup=true", "--v=1"],
-        plane.root / "logs" / "backlog-koord-scheduler.log",
-    )  # fmt: skip
+def start_koord(plane: ControlPlane, args: argparse.Namespace) -> Component:
+    """Koordinator v1.8.0's koord-scheduler (tests/harness/koordinator.py): the kube default plugins plus
+    LoadAwareScheduling in filter, score and reserve with Koordinator's default args, client qps/burst 5000,
+    no leader election, --v=1 as kube-scheduler. Returns once it serves /healthz."""
+    return start_koord_scheduler(plane, name=KOORD_SCHEDULER_NAME, verbosity=1)
 
 
 SCHEDULERS = {
     KUBE: SchedulerUnderTest(KUBE, "default-scheduler", start_kube_scheduler),
-    KOORD: SchedulerUnderTest(KOORD, "koord-scheduler", start_koord_scheduler),
+    KOORD: SchedulerUnderTest(KOORD, KOORD_SCHEDULER_NAME, start_koord, prepare=install_koord_crds),
     LOADLINE: SchedulerUnderTest(LOADLINE, "loadline-scheduler", start_loadline),
 }
 
@@ -264,12 +237,14 @@ async def drain(
     await write_node_metrics(http, usage_of([f"e2e-{i:04d}" for i in range(nodes)], args.seed), create=False)
 
     result = DrainResult(which.name, nodes, len(objects))
-    component = which.start(plane, args)
+    if which.prepare is not None:
+        await asyncio.to_thread(which.prepare, plane)
     api_pid = plane.apiserver.proc.pid if plane.apiserver.proc else None
     api0 = process_cpu_seconds(api_pid)
     started = time.time()
-    component.start()
-    plane.extra.append(component)
+    component = await asyncio.to_thread(which.start, plane, args)  # (in a thread: the watch keeps timestamping)
+    if not any(c is component for c in plane.extra):
+        plane.extra.append(component)
     pid = component.proc.pid if component.proc else None
     sampler = None
     if args.py_spy and which.name == LOADLINE and pid is not None:
