@@ -387,6 +387,12 @@ def test_every_component_runs_with_only_its_own_rbac(secured: Setup, tmp_path: P
     assert refused == [], "RBAC refused calls the code makes:\n" + "\n".join(refused)
 
 
+def unconditional(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without its resourceVersion: an update that a concurrent writer (the agent) cannot turn into a
+    409, so the table sees only what RBAC and admission say."""
+    return {**obj, "metadata": {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}}
+
+
 def scene(setup: Setup) -> Scene:
     plane = setup.plane
 
@@ -396,8 +402,7 @@ def scene(setup: Setup) -> Scene:
             plane.apply([{"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
                           "metadata": {"name": node}, "spec": {}}])  # fmt: skip
             found = plane.kubectl("get", "nodemetric", node, "-o", "json")
-        result: dict[str, Any] = json.loads(found.stdout)
-        return result
+        return unconditional(json.loads(found.stdout))
 
     a, b = setup.nodes
     return Scene(a, b, setup.ns, setup.pods[a], setup.pods[b], nodemetric)
@@ -440,3 +445,14 @@ def test_chart_security_switches(secured: Setup) -> None:
         if doc["kind"] in ("ClusterRole", "Role"):
             for rule in doc["rules"]:
                 assert "secrets" not in rule["resources"] and "*" not in rule["resources"] + rule["verbs"], doc
+    workloads = [d for d in every if d["kind"] in ("Deployment", "DaemonSet")]
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        container = pod["containers"][0]["securityContext"]
+        assert container["readOnlyRootFilesystem"] is True and container["capabilities"] == {"drop": ["ALL"]}
+        assert container["allowPrivilegeEscalation"] is False
+        if workload["kind"] == "Deployment":
+            assert pod["securityContext"]["runAsNonRoot"] is True
+            assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        else:
+            assert container["seccompProfile"] == {"type": "RuntimeDefault"}

@@ -1,0 +1,176 @@
+"""Least privilege on the real node (issue 16): Loadline installed by its chart, pods' own tokens, Pod Security.
+
+Uses the session's real cluster (tests/integration/realnode_cluster.py; installs Loadline if no earlier test
+has). The tables are test_security_rbac.py's, here with the tokens the kubelet mounted into Loadline's pods.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from tests.integration.realnode_cluster import NAMESPACE, RealCluster
+from tests.integration.test_security_rbac import (
+    ACCOUNT,
+    Scene,
+    agent_rows,
+    check_table,
+    descheduler_rows,
+    manager_rows,
+    scheduler_rows,
+    unconditional,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+WORKLOAD_NS = "security-tables"
+DEPLOYMENTS = ("manager", "scheduler", "descheduler")
+
+
+def status_of(url: str) -> int:
+    """The status an unauthenticated GET gets (never 401/403: the endpoints ask for no credentials)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def installed(cluster: RealCluster) -> RealCluster:
+    if not cluster.installed:
+        cluster.install()
+    return cluster
+
+
+def pod_token(cluster: RealCluster, component: str) -> str:
+    """The token the kubelet mounted into the component's (first) pod, read from inside it."""
+    pod = cluster.pods(component)[0]["metadata"]["name"]
+    return cluster.plane.kubectl("exec", "-n", NAMESPACE, pod, "--", "cat", TOKEN_FILE).stdout.strip()
+
+
+def loadline_requests(cluster: RealCluster) -> list[dict[str, Any]]:
+    users = {ACCOUNT.format(c) for c in ("agent", *DEPLOYMENTS, "extender")}
+    return [e for e in cluster.plane.audit_events() if e["user"]["username"] in users]
+
+
+def test_a_helm_install_run_gets_no_403(real_cluster: RealCluster) -> None:
+    """The audit of the run so far (install, the components' own start and work): RBAC is sufficient."""
+    cluster = installed(real_cluster)
+    cluster.plane.kubectl("wait", "--for=jsonpath={.status.nodeMetric}", f"nodemetric/{cluster.node.name}",
+                          "--timeout=120s", timeout=130)  # fmt: skip
+    for component in DEPLOYMENTS:
+        holder = cluster.lease_holder(f"loadline-{component}")
+        assert holder, f"nobody holds loadline-{component}'s Lease"
+    events = loadline_requests(cluster)
+    callers = {e["user"]["username"].rsplit(":", 1)[1] for e in events}
+    assert callers >= {f"loadline-{c}" for c in ("agent", *DEPLOYMENTS)}, callers
+    refused = sorted({f"{e['user']['username']}: {e['verb']} {e['requestURI'].split('?')[0]}"
+                      for e in events if e.get("responseStatus", {}).get("code") == 403})  # fmt: skip
+    assert refused == [], "Loadline's own calls refused by RBAC:\n" + "\n".join(refused)
+    # The agent's token really is bound to its pod on this node (what the admission policy relies on).
+    [agent_call] = [e for e in events if e["user"]["username"] == ACCOUNT.format("agent")][:1]
+    assert agent_call["user"]["extra"]["authentication.kubernetes.io/node-name"] == [cluster.node.name]
+
+
+def real_scene(cluster: RealCluster) -> Scene:
+    """A pod on the real node and one on a kwok node (never started by the tables: evictions are dry runs)."""
+    plane, own, other = cluster.plane, cluster.node.name, cluster.kwok_nodes[0]
+    if plane.kubectl("get", "namespace", WORKLOAD_NS, check=False).returncode != 0:
+        plane.kubectl("create", "namespace", WORKLOAD_NS)
+    for name, node in (("on-real-node", own), ("on-kwok-node", other)):
+        plane.apply([{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": WORKLOAD_NS},
+                      "spec": {"nodeName": node, "terminationGracePeriodSeconds": 0,
+                               "containers": [{"name": "c", "image": cluster.image, "imagePullPolicy": "Never",
+                                               "command": ["sleep", "infinity"]}]}}])  # fmt: skip
+    plane.apply([{"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": other},
+                  "spec": {}}])  # fmt: skip
+
+    def nodemetric(node: str) -> dict[str, Any]:
+        return unconditional(cluster.nodemetric(node))
+
+    return Scene(own, other, WORKLOAD_NS, "on-real-node", "on-kwok-node", nodemetric)
+
+
+def test_pods_own_tokens_may_do_what_they_need_and_not_more(real_cluster: RealCluster) -> None:
+    cluster = installed(real_cluster)
+    scene = real_scene(cluster)
+    try:
+        tables = {
+            "agent": agent_rows(scene),
+            "manager": manager_rows(scene),
+            "scheduler": scheduler_rows(scene),
+            "descheduler": descheduler_rows(scene),
+        }
+        wrong = [w for component, rows in tables.items()
+                 for w in check_table(cluster.plane, component, pod_token(cluster, component), rows)]  # fmt: skip
+        assert wrong == [], "\n".join(wrong)
+    finally:
+        cluster.plane.kubectl("delete", "namespace", WORKLOAD_NS, "--wait=false", check=False)
+
+
+def label_namespace(cluster: RealCluster, level: str | None, *extra: str) -> str:
+    """Set (None: remove) the namespace's enforced Pod Security level; returns the API server's warnings."""
+    label = "pod-security.kubernetes.io/enforce" + (f"={level}" if level else "-")
+    return cluster.plane.kubectl("label", "namespace", NAMESPACE, label, "--overwrite", *extra).stderr
+
+
+def test_every_pod_passes_the_pod_security_level_the_chart_declares(real_cluster: RealCluster) -> None:
+    """Manager, scheduler and descheduler: restricted (they start and become Ready with a read-only root
+    filesystem under an enforcing namespace); the agent: privileged (host PID, network and paths)."""
+    cluster = installed(real_cluster)
+    agents = [p["metadata"]["name"] for p in cluster.pods("agent")]
+    deployment_pods = [p["metadata"]["name"] for c in DEPLOYMENTS for p in cluster.pods(c)]
+    warnings = label_namespace(cluster, "restricted", "--dry-run=server")
+    assert all(a in warnings for a in agents), warnings
+    assert not [p for p in deployment_pods if p in warnings], warnings
+    assert "hostPath" in warnings and "host namespaces" in warnings, warnings
+    baseline = label_namespace(cluster, "baseline", "--dry-run=server")
+    assert all(a in baseline for a in agents), baseline  # the agent is privileged, not baseline
+    try:
+        label_namespace(cluster, "restricted")
+        for component in DEPLOYMENTS:
+            cluster.plane.kubectl("rollout", "restart", f"deployment/loadline-{component}", "-n", NAMESPACE)
+        for component in DEPLOYMENTS:
+            cluster.plane.kubectl("rollout", "status", f"deployment/loadline-{component}", "-n", NAMESPACE,
+                                  "--timeout=180s", timeout=190)  # fmt: skip
+        restarted = [p for c in DEPLOYMENTS for p in cluster.pods(c)]
+        assert restarted and not {p["metadata"]["name"] for p in restarted} & set(deployment_pods)
+        for pod in restarted:
+            ready = [c for c in pod["status"].get("conditions", []) if c["type"] == "Ready"]
+            assert ready and ready[0]["status"] == "True", pod["metadata"]["name"]
+        # The agent, as the chart renders it, is refused under restricted and admitted under privileged.
+        daemonset = cluster.kubectl_json("get", "daemonset", "loadline-agent", "-n", NAMESPACE)
+        template = daemonset["spec"]["template"]
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent-admission-probe", "namespace": NAMESPACE,
+                 "labels": {"probe": "true"}}, "spec": {**template["spec"], "nodeName": cluster.kwok_nodes[0]}}  # fmt: skip
+        refused = cluster.plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe), check=False)
+        assert refused.returncode != 0 and 'violates PodSecurity "restricted:latest"' in refused.stderr, refused.stderr
+        label_namespace(cluster, "privileged")
+        cluster.plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(probe))
+    finally:
+        label_namespace(cluster, None)
+    cluster.wait_all_ready()
+
+
+def test_probes_and_metrics_need_no_credentials_and_listen_on_the_pod_ip(real_cluster: RealCluster) -> None:
+    cluster = installed(real_cluster)
+    with urllib.request.urlopen(f"http://127.0.0.1:{cluster.agent_port}/metrics", timeout=5) as response:
+        assert response.status == 200
+    for component in DEPLOYMENTS:
+        pod = cluster.pods(component)[0]
+        ip = pod["status"]["podIP"]
+        port = pod["spec"]["containers"][0]["ports"][0]["containerPort"]
+        for path in ("/metrics", "/healthz", "/readyz"):
+            assert status_of(f"http://{ip}:{port}{path}") in (200, 503), (component, path)  # 503: a standby
+        assert status_of(f"http://{ip}:{port}/metrics") == 200
+        args = pod["spec"]["containers"][0]["args"]
+        assert "--bind-address=$(POD_IP)" in args, args
+        # Not on the pod's loopback: only the address the chart set.
+        probe = "import socket,sys; s=socket.socket(); s.settimeout(2); sys.exit(s.connect_ex(('127.0.0.1', %d)))"
+        answer = cluster.plane.kubectl("exec", "-n", NAMESPACE, pod["metadata"]["name"], "--", "python3", "-c",
+                                       probe % port, check=False)  # fmt: skip
+        assert answer.returncode != 0, f"{component} answers on 127.0.0.1:{port}"
