@@ -22,7 +22,6 @@ from tests.integration.test_security_rbac import (
     descheduler_rows,
     manager_rows,
     scheduler_rows,
-    unconditional,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -89,10 +88,7 @@ def real_scene(cluster: RealCluster) -> Scene:
     plane.apply([{"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": other},
                   "spec": {}}])  # fmt: skip
 
-    def nodemetric(node: str) -> dict[str, Any]:
-        return unconditional(cluster.nodemetric(node))
-
-    return Scene(own, other, WORKLOAD_NS, "on-real-node", "on-kwok-node", nodemetric)
+    return Scene(own, other, WORKLOAD_NS, "on-real-node", "on-kwok-node", cluster.nodemetric)
 
 
 def test_pods_own_tokens_may_do_what_they_need_and_not_more(real_cluster: RealCluster) -> None:
@@ -127,7 +123,7 @@ def test_every_pod_passes_the_pod_security_level_the_chart_declares(real_cluster
     warnings = label_namespace(cluster, "restricted", "--dry-run=server")
     assert all(a in warnings for a in agents), warnings
     assert not [p for p in deployment_pods if p in warnings], warnings
-    assert "hostPath" in warnings and "host namespaces" in warnings, warnings
+    assert "host namespaces" in warnings and "runAsUser=0" in warnings, warnings
     baseline = label_namespace(cluster, "baseline", "--dry-run=server")
     assert all(a in baseline for a in agents), baseline  # the agent is privileged, not baseline
     try:
