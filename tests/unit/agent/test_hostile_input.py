@@ -228,3 +228,69 @@ def test_log_lines_are_bounded(caplog: pytest.LogCaptureFixture) -> None:
         errors.bad_value(f"/sys/fs/cgroup/x{i}/memory.current", OutOfRangeError("too big"))
     assert errors.by_reason == {SeriesErrors.OUT_OF_RANGE: 2 * (MAX_LOGGED_SERIES + 50)}
     assert len(warnings(caplog)) == MAX_LOGGED_SERIES + 1  # the last says further ones are only counted
+
+
+# ---------------------------------------------------------------------------------------------- the daemon
+def test_the_agent_keeps_serving_over_a_hostile_tree_and_publishes_nothing_huge(tmp_path: Path) -> None:
+    """The whole agent (standalone, in process) over /proc and cgroup trees holding out-of-range values: it keeps
+    cycling and serving, counts what it refused in /metrics, and its NodeMetric holds only representable values."""
+    import aiohttp
+
+    from agent.main import NodeAgent
+    from common.api.quantity import Quantity, consumer_units
+    from tests.unit.agent.test_standalone import INTERVAL, settings
+
+    write_proc(tmp_path / "proc", ProcValues())
+    (tmp_path / "proc" / "meminfo").write_text(f"MemTotal: {U64} kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n")
+    tree = FakeCgroupTree(tmp_path / "cgroup", V2, CgroupDriver.SYSTEMD)
+    bad, good = make_pod(1, QoSClass.BURSTABLE, containers=1), make_pod(2, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(bad, CgroupValues(cpu_ns=U64 * 1000))
+    tree.add_pod(good)
+    (tree.path("memory", tree.pod_rel(bad)) / "memory.current").write_text(f"{HUGE}\n")
+
+    async def scenario() -> tuple[str, dict[str, object]]:
+        agent = NodeAgent(settings(tmp_path, node_name="box"), standalone=True)
+        await agent.start()
+        try:
+            assert agent.exporter is not None
+            base = f"http://127.0.0.1:{agent.exporter.port}"
+            await asyncio.sleep(6 * INTERVAL)
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"{base}/healthz") as response:
+                    assert response.status == 200
+                async with session.get(f"{base}/metrics") as response:
+                    text = await response.text()
+                async with session.get(f"{base}/nodemetric") as response:
+                    body = await response.json()
+            return text, body
+        finally:
+            await agent.stop()
+
+    text, body = asyncio.run(scenario())
+
+    def errors(collector: str) -> float:
+        name = "loadline_agent_collector_series_errors_total"
+        lines = [ln for ln in text.splitlines() if ln.startswith(name) and f'collector="{collector}"' in ln]
+        return sum(float(ln.rsplit(" ", 1)[1]) for ln in lines if 'reason="out_of_range"' in ln)
+
+    assert errors("node") >= 3 and errors("cgroups") >= 6  # every cycle, not once
+    assert "loadline_node_memory_total_bytes " not in text  # the refused meminfo published nothing
+    status = body["status"]
+    assert isinstance(status, dict)
+    quantities = []
+
+    def walk(value: object, resource: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k if k in ("cpu", "memory") else resource)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, resource)
+        elif isinstance(value, str | int) and resource:
+            quantities.append((resource, Quantity.parse(value)))
+
+    walk(status.get("nodeMetric"))
+    walk(status.get("podsMetric"))
+    assert quantities  # the good pod, at least
+    for resource, q in quantities:
+        assert 0 <= consumer_units(resource, q) <= MAX_CONSUMER_UNITS
