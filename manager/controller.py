@@ -110,7 +110,8 @@ class Controller:
         self.pods_by_node: dict[str, dict[str, PodOnNode]] = {}
         self._pod_node: dict[str, str] = {}
         self.metrics_by_node: dict[str, NodeMetricSnapshot | None] = {}
-        self.malformed = MalformedObjects()  # objects that cannot be read: logged and counted once per version
+        # objects that cannot be read: logged and counted once per version
+        self.malformed = MalformedObjects(("Pod", "NodeMetric", "Node"))
 
         self.nodemetric_writer = SpecWriter(http, NODE_METRIC)
         self.nodeslo_writer = SpecWriter(http, NODE_SLO)

@@ -9,7 +9,7 @@ Every component counts them the same way: `loadline_malformed_objects_total{kind
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import Counter
@@ -36,8 +36,13 @@ def reason_of(error: Exception) -> MalformedReason:
 
 
 class MalformedObjects:
-    def __init__(self) -> None:
+    def __init__(self, kinds: Iterable[str] = ()) -> None:
+        """`kinds`: what the component reads; their series exist at 0 from start, so a dashboard shows 0 (not
+        "No data") and `increase()` sees the first malformed object."""
         self._seen: dict[tuple[str, str], str] = {}  # (kind, key) -> resourceVersion last reported
+        for kind in kinds:
+            for reason in MalformedReason:
+                MALFORMED_OBJECTS.labels(kind, reason.value)
 
     def report(self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception) -> None:
         version = _version(obj)

@@ -92,7 +92,7 @@ class InputCache:
         self._metrics: dict[str, tuple[JSON, ParsedNodeMetric]] = {}
         self._replicas: dict[str, int] = {}
         self._work = 0
-        self.malformed = MalformedObjects()
+        self.malformed = MalformedObjects(("NodeMetric", "Node", "Pod"))
 
     async def build(
         self,

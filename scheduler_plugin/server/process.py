@@ -62,7 +62,7 @@ class SchedulerProcess:
             unschedulable_timeout_seconds=options.unschedulable_timeout_seconds,
             explain_capacity=options.explain_cache_size,
         )
-        self.malformed = MalformedObjects()
+        self.malformed = MalformedObjects(("Node", "Pod", "NodeMetric", "PodDisruptionBudget", "PodGroup"))
         self.cache = ClusterCache(
             http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds,
             resources=watched_by(p for f in self.frameworks.values() for p in f.plugins.values()),
