@@ -8,23 +8,14 @@ and field; the caller logs it once and treats the object as unusable.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.malformed import MalformedObjectError, MalformedReason
-from common.api.nodemetric_digest import digest_node_metric
+from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import pod_requests, priority_class_of, qos_class_of
 from common.api.quantity import Quantity, QuantityError, consumer_units
-from manager.noderesource.model import (
-    ZERO,
-    HostAppUsage,
-    NodeCapacity,
-    NodeMetricSnapshot,
-    PodOnNode,
-    PodUsage,
-    ResourcePair,
-)
+from manager.noderesource.model import ZERO, NodeCapacity, PodOnNode, ResourcePair
 from manager.noderesource.reservation import reservation_from_annotations
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
@@ -133,23 +124,10 @@ def pod_on_node(pod: Mapping[str, Any]) -> PodOnNode:
 
 
 # --- NodeMetric --------------------------------------------------------------------------
-def _pair_of(usage: Mapping[str, int] | None) -> ResourcePair:
-    if not usage:
-        return ZERO
-    return ResourcePair(usage.get(RESOURCE_CPU, 0), usage.get(RESOURCE_MEMORY, 0))
-
-
-def node_metric_snapshot(obj: Mapping[str, Any]) -> NodeMetricSnapshot | None:
-    """The status parts the batch formula reads, from the shared digest; None when the agent never
-    wrote a status. Raises the digest's MalformedObjectError when the object is unusable."""
+def node_metric(obj: Mapping[str, Any]) -> NodeMetricDigest | None:
+    """The shared digest; None when the agent never wrote a status. Raises the digest's
+    MalformedObjectError when the object is unusable."""
     digest = digest_node_metric(obj)
     if digest.problem is not None:
         raise digest.problem
-    if not digest.has_status:
-        return None
-    return NodeMetricSnapshot(
-        update_time=None if digest.update_time is None else datetime.fromtimestamp(digest.update_time, UTC),
-        system_usage=_pair_of(digest.system_usage),
-        pods=tuple(PodUsage(p.namespace, p.name, p.priority, _pair_of(p.usage)) for p in digest.pod_usages.values()),
-        host_apps=tuple(HostAppUsage(a.name, a.priority, _pair_of(a.usage)) for a in digest.host_apps),
-    )
+    return digest if digest.has_status else None

@@ -15,18 +15,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from common.api.constants import ANNOTATION_NODE_RESERVATION, BATCH_CPU, BATCH_MEMORY
+from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.http import JSON, KubeError, KubeHTTP
 from common.logging import ctx
 from manager import metrics
 from manager.adapters import node_batch_resources, node_capacity
-from manager.noderesource.formulas import UpdateDecision, batch_outcome, decide_node_update
+from manager.noderesource.formulas import UpdateDecision, batch_outcome, decide_node_update, updated_at
 from manager.noderesource.model import (
     BatchOutcome,
     BatchResources,
     BatchStrategy,
     BatchVerdict,
     NodeCapacity,
-    NodeMetricSnapshot,
     PodOnNode,
 )
 
@@ -117,7 +117,7 @@ class BatchWriter:
         self,
         node: Mapping[str, Any],
         pods: Iterable[PodOnNode],
-        metric: NodeMetricSnapshot | None,
+        metric: NodeMetricDigest | None,
         strategy: BatchStrategy,
         now: datetime,
     ) -> BatchSync:
@@ -161,7 +161,7 @@ class BatchWriter:
     def _recheck_after(
         self,
         outcome: BatchOutcome,
-        metric: NodeMetricSnapshot | None,
+        metric: NodeMetricDigest | None,
         strategy: BatchStrategy,
         name: str,
         now: datetime,
@@ -169,8 +169,9 @@ class BatchWriter:
         """When the node's batch resources change by the clock alone: its NodeMetric going stale,
         or the updateTimeThresholdSeconds write coming due."""
         due: list[datetime] = []
-        if outcome.verdict is BatchVerdict.CALCULATED and metric is not None and metric.update_time is not None:
-            due.append(metric.update_time + timedelta(minutes=strategy.degrade_time_minutes, seconds=1))
+        update_time = updated_at(metric) if metric is not None else None
+        if outcome.verdict is BatchVerdict.CALCULATED and update_time is not None:
+            due.append(update_time + timedelta(minutes=strategy.degrade_time_minutes, seconds=1))
         written = self.last_written.get(name)
         if written is not None and outcome.resources is not None:
             due.append(written + timedelta(seconds=strategy.update_time_threshold_seconds + 1))

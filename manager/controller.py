@@ -25,15 +25,16 @@ from typing import Any
 
 from common.api.constants import NODEMETRIC_PLURAL, NODESLO_PLURAL, SLO_GROUP, SLO_VERSION
 from common.api.malformed import MalformedObjectError
+from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.events import EventRecorder
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector
 from manager import metrics
-from manager.adapters import node_metric_snapshot, pod_node_name, pod_on_node
+from manager.adapters import node_metric, pod_node_name, pod_on_node
 from manager.batch import BatchWriter
 from manager.configsource import SLOConfigSource
-from manager.noderesource.model import NodeMetricSnapshot, PodOnNode
+from manager.noderesource.model import PodOnNode
 from manager.nodeslo.config import SLOControllerConfig
 from manager.nodeslo.merge import JSONDict, canonical_json
 from manager.nodeslo.render import (
@@ -109,7 +110,7 @@ class Controller:
         # Indexes kept up to date by the handlers (converted once per event, read per reconcile).
         self.pods_by_node: dict[str, dict[str, PodOnNode]] = {}
         self._pod_node: dict[str, str] = {}
-        self.metrics_by_node: dict[str, NodeMetricSnapshot | None] = {}
+        self.metrics_by_node: dict[str, NodeMetricDigest | None] = {}
         # objects that cannot be read: logged and counted once per version
         self.malformed = MalformedObjects(("Pod", "NodeMetric", "Node"))
 
@@ -183,7 +184,7 @@ class Controller:
             self.malformed.clear("NodeMetric", name)
         elif old is None or obj.get("status") != old.get("status") or name not in self.metrics_by_node:
             try:
-                self.metrics_by_node[name] = node_metric_snapshot(obj)
+                self.metrics_by_node[name] = node_metric(obj)
                 self.malformed.clear("NodeMetric", name)
             except MalformedObjectError as exc:
                 # Unusable usage data is no data: the batch resources degrade as for a missing metric.

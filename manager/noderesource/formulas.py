@@ -18,23 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
-from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
+from common.api.nodemetric_digest import HostAppUsage, NodeMetricDigest, Usage
 from manager.noderesource.model import (
     ACTIVE_POD_PHASES,
     LOW_PRIORITY_CLASSES,
     QOS_LSE,
+    ZERO,
     BatchBreakdown,
     BatchOutcome,
     BatchResources,
     BatchStrategy,
     BatchVerdict,
     CalculatePolicy,
-    HostAppUsage,
     NodeCapacity,
-    NodeMetricSnapshot,
     PodOnNode,
     ResourcePair,
 )
@@ -43,6 +43,17 @@ BATCH_RESOURCE_NAMES = (BATCH_CPU, BATCH_MEMORY)
 
 
 # --- small terms ------------------------------------------------------------------
+def usage_pair(usage: Usage | None) -> ResourcePair:
+    """The cpu (milli-cores) and memory (bytes) of a NodeMetric digest's usage; absent means 0."""
+    if not usage:
+        return ZERO
+    return ResourcePair(usage.get(RESOURCE_CPU, 0), usage.get(RESOURCE_MEMORY, 0))
+
+
+def updated_at(metric: NodeMetricDigest) -> datetime | None:
+    return None if metric.update_time is None else datetime.fromtimestamp(metric.update_time, UTC)
+
+
 def scale_by_percent(value: int, percent: int) -> int:
     """`value * percent / 100` truncated toward zero, computed in float64 as Koordinator's
     MultiplyQuant/MultiplyMilliQuant do, so our numbers match theirs to the unit."""
@@ -74,9 +85,9 @@ def high_priority_host_app_usage(host_apps: Iterable[HostAppUsage]) -> ResourceP
     """Host applications above batch priority eat into what the node reserved for the system."""
     cpu = mem = 0
     for app in host_apps:
-        if app.priority_class not in LOW_PRIORITY_CLASSES:
-            cpu += app.usage.cpu_milli
-            mem += app.usage.memory_bytes
+        if app.priority not in LOW_PRIORITY_CLASSES:
+            cpu += app.usage.get(RESOURCE_CPU, 0)
+            mem += app.usage.get(RESOURCE_MEMORY, 0)
     return ResourcePair(cpu, mem)
 
 
@@ -90,7 +101,7 @@ class HighPriorityCharge:
     dangling_used: ResourcePair  # part of `used`/`max_used_request` from metrics of pods no longer listed
 
 
-def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricSnapshot) -> HighPriorityCharge:
+def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricDigest) -> HighPriorityCharge:
     """Sum requests and usages of the node's high-priority pods.
 
     - a pod the NodeMetric does not know yet (just scheduled) is charged its request, so
@@ -102,7 +113,7 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricSnaps
 
     Hot path (5,000 nodes x ~20 pods per pass): plain int accumulators, no per-pod objects.
     """
-    usage_by_key = {p.key: p for p in metric.pods}
+    usage_by_key = metric.pod_usages
     unseen = dict(usage_by_key)
 
     req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = 0
@@ -127,7 +138,7 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricSnaps
             max_cpu += r_cpu
             max_mem += r_mem
             continue
-        u_cpu, u_mem = pod_usage.usage.cpu_milli, pod_usage.usage.memory_bytes
+        u_cpu, u_mem = pod_usage.usage.get(RESOURCE_CPU, 0), pod_usage.usage.get(RESOURCE_MEMORY, 0)
         used_cpu += r_cpu if pod.qos_class == QOS_LSE else u_cpu
         used_mem += u_mem
         max_cpu += max(r_cpu, u_cpu)
@@ -135,9 +146,9 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricSnaps
 
     dangling_cpu = dangling_mem = 0
     for orphan in unseen.values():
-        if orphan.priority_class not in LOW_PRIORITY_CLASSES:
-            dangling_cpu += orphan.usage.cpu_milli
-            dangling_mem += orphan.usage.memory_bytes
+        if orphan.priority not in LOW_PRIORITY_CLASSES:
+            dangling_cpu += orphan.usage.get(RESOURCE_CPU, 0)
+            dangling_mem += orphan.usage.get(RESOURCE_MEMORY, 0)
 
     return HighPriorityCharge(
         request=ResourcePair(req_cpu, req_mem),
@@ -151,14 +162,14 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricSnaps
 def calculate_batch_resources(
     node: NodeCapacity,
     pods: Iterable[PodOnNode],
-    metric: NodeMetricSnapshot,
+    metric: NodeMetricDigest,
     strategy: BatchStrategy,
 ) -> tuple[BatchResources, BatchBreakdown]:
     """Batch resources for a node whose NodeMetric is fresh (see `batch_outcome` for the gates)."""
     capacity = node.capacity
     margin = safety_margin(capacity, strategy)
     reserved = node_reserved(node)
-    system_used = (metric.system_usage + high_priority_host_app_usage(metric.host_apps)).max(reserved)
+    system_used = (usage_pair(metric.system_usage) + high_priority_host_app_usage(metric.host_apps)).max(reserved)
     charge = charge_high_priority_pods(pods, metric)
 
     headroom = capacity - margin
@@ -197,7 +208,7 @@ def calculate_batch_resources(
 
 
 # --- degrade ----------------------------------------------------------------------
-def degrade_verdict(metric: NodeMetricSnapshot | None, now: datetime, degrade_time_minutes: int) -> BatchVerdict | None:
+def degrade_verdict(metric: NodeMetricDigest | None, now: datetime, degrade_time_minutes: int) -> BatchVerdict | None:
     """Why the NodeMetric cannot be trusted any more, or None if it can.
 
     A stale NodeMetric means the agent is gone or stuck; handing out batch capacity computed
@@ -205,11 +216,12 @@ def degrade_verdict(metric: NodeMetricSnapshot | None, now: datetime, degrade_ti
     """
     if metric is None:
         return BatchVerdict.NODE_METRIC_MISSING
-    if metric.update_time is None:
+    update_time = updated_at(metric)
+    if update_time is None:
         return BatchVerdict.NODE_METRIC_NEVER_UPDATED
-    if now > metric.update_time + timedelta(minutes=degrade_time_minutes):
+    if now > update_time + timedelta(minutes=degrade_time_minutes):
         return BatchVerdict.NODE_METRIC_EXPIRED
-    if metric.update_time > now + timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
+    if update_time > now + timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
         return BatchVerdict.NODE_METRIC_EXPIRED  # from the future: would otherwise never go stale
     return None
 
@@ -217,7 +229,7 @@ def degrade_verdict(metric: NodeMetricSnapshot | None, now: datetime, degrade_ti
 def batch_outcome(
     node: NodeCapacity,
     pods: Iterable[PodOnNode],
-    metric: NodeMetricSnapshot | None,
+    metric: NodeMetricDigest | None,
     strategy: BatchStrategy,
     now: datetime,
 ) -> BatchOutcome:

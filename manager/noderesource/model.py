@@ -1,16 +1,15 @@
 """Plain inputs and outputs of the batch-resource calculation.
 
-The controller maps Node, Pod and NodeMetric objects onto these; nothing here knows about
-the API. CPU is always integer milli-cores and memory integer bytes, which is what
-Koordinator's quantities resolve to (`MilliValue()` for CPU, `Value()` for memory).
+The controller maps Node and Pod objects onto these (a NodeMetric is read as the shared
+`common.api.nodemetric_digest`); nothing here knows about the API. CPU is always integer
+milli-cores and memory integer bytes, which is what Koordinator's quantities resolve to
+(`MilliValue()` for CPU, `Value()` for memory).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Final
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
@@ -95,39 +94,6 @@ class PodOnNode:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class PodUsage:
-    """One `status.podsMetric[]` entry of the NodeMetric."""
-
-    namespace: str
-    name: str
-    priority_class: str
-    usage: ResourcePair
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class HostAppUsage:
-    """One `status.hostApplicationMetric[]` entry of the NodeMetric."""
-
-    name: str
-    priority_class: str
-    usage: ResourcePair
-
-
-@dataclass(frozen=True, slots=True)
-class NodeMetricSnapshot:
-    """The parts of a NodeMetric status the batch calculation reads."""
-
-    update_time: datetime | None
-    system_usage: ResourcePair = ZERO
-    pods: Sequence[PodUsage] = ()
-    host_apps: Sequence[HostAppUsage] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,14 +9,16 @@ import pytest
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
 from common.api.malformed import MalformedObjectError
+from common.api.nodemetric_digest import HostAppUsage, PodUsage
 from manager.adapters import (
     node_batch_resources,
     node_capacity,
-    node_metric_snapshot,
+    node_metric,
     pod_node_name,
     pod_on_node,
 )
-from manager.noderesource.model import HostAppUsage, PodUsage, ResourcePair
+from manager.noderesource.formulas import updated_at, usage_pair
+from manager.noderesource.model import ResourcePair
 
 GI = 1024**3
 
@@ -98,16 +100,16 @@ def test_nodemetric_snapshot_reads_system_pods_and_host_apps() -> None:
             ],
         },
     }
-    snap = node_metric_snapshot(obj)
+    snap = node_metric(obj)
     assert snap is not None
-    assert snap.update_time == datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
-    assert snap.system_usage == ResourcePair(412, 3 * GI)
-    assert snap.pods == (PodUsage("ns", "web", "koord-prod", ResourcePair(1_500, 0)),)
-    assert snap.host_apps == (HostAppUsage("nginx", "koord-prod", ResourcePair(0, 64 * 1024**2)),)
+    assert updated_at(snap) == datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
+    assert usage_pair(snap.system_usage) == ResourcePair(412, 3 * GI)
+    assert tuple(snap.pod_usages.values()) == (PodUsage("ns", "web", {"cpu": 1_500}, "koord-prod"),)
+    assert snap.host_apps == (HostAppUsage("nginx", {"memory": 64 * 1024**2}, "koord-prod"),)
 
 
 def test_nodemetric_without_status_is_none_and_a_negative_usage_is_an_input_error() -> None:
-    assert node_metric_snapshot({"metadata": {"name": "n1"}, "spec": {}}) is None
+    assert node_metric({"metadata": {"name": "n1"}, "spec": {}}) is None
     bad = {"metadata": {"name": "n1"}, "status": {"nodeMetric": {"systemUsage": {"resources": {"cpu": "-1"}}}}}
     with pytest.raises(MalformedObjectError, match="NodeMetric n1"):
-        node_metric_snapshot(bad)
+        node_metric(bad)

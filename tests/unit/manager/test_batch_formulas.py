@@ -6,10 +6,12 @@ The common node: capacity 10 cores / 20 GB, allocatable 9 cores / 18 GB (kubelet
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import pytest
 
+from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from manager.noderesource.formulas import (
     calculate_batch_resources,
     charge_high_priority_pods,
@@ -21,14 +23,12 @@ from manager.noderesource.formulas import (
 from manager.noderesource.model import (
     BatchStrategy,
     CalculatePolicy,
-    HostAppUsage,
     NodeCapacity,
-    NodeMetricSnapshot,
     PodOnNode,
-    PodUsage,
     ResourcePair,
 )
 from manager.noderesource.reservation import parse_node_reservation, reservation_from_annotations
+from tests.objects import MakeNodeMetric
 
 G = 1_000_000_000
 NOW = datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
@@ -40,8 +40,21 @@ def pod(name: str, priority: str, request: tuple[int, int], *, qos: str = "LS", 
     return PodOnNode("default", name, phase, priority, qos, ResourcePair(*request))
 
 
-def usage(name: str, priority: str, used: tuple[int, int]) -> PodUsage:
-    return PodUsage("default", name, priority, ResourcePair(*used))
+Entry = tuple[str, str, tuple[int, int]]  # name, priority class, (milli-cores, bytes)
+
+
+def usage(name: str, priority: str, used: tuple[int, int]) -> Entry:
+    return (name, priority, used)
+
+
+def node_metric(system: tuple[int, int], pods: Sequence[Entry] = (), host_apps: Sequence[Entry] = ()) -> NodeMetricDigest:
+    """The NodeMetric the manager reads, built on the wire and digested as the controller does."""
+    built = MakeNodeMetric("n1").updated(NOW).system(cpu=f"{system[0]}m", memory=str(system[1]))
+    for name, priority, (cpu, memory) in pods:
+        built.pod("default", name, f"{cpu}m", str(memory), priority=priority)
+    for name, priority, (cpu, memory) in host_apps:
+        built.host_app(name, f"{cpu}m", str(memory), priority=priority)
+    return digest_node_metric(built.valid())
 
 
 # A: prod, measured. B: prod, just scheduled (no metric yet). C: batch (ignored).
@@ -52,9 +65,8 @@ PODS = [
     pod("c", "koord-batch", (3_000, 5 * G), qos="BE"),
     pod("d", "koord-prod", (300, 1 * G), phase="Succeeded"),
 ]
-METRIC = NodeMetricSnapshot(
-    update_time=NOW,
-    system_usage=ResourcePair(500, 1 * G),
+METRIC = node_metric(
+    (500, 1 * G),
     pods=[
         usage("a", "koord-prod", (1_000, 3 * G)),
         usage("c", "koord-batch", (2_500, 4 * G)),
@@ -140,19 +152,18 @@ def test_batch_threshold_percent_caps_but_never_raises() -> None:
 
 def test_lse_pod_is_charged_its_cpu_request_and_its_memory_usage() -> None:
     pods = [pod("lse", "koord-prod", (2_000, 4 * G), qos="LSE")]
-    metric = NodeMetricSnapshot(NOW, ResourcePair(500, 1 * G), [usage("lse", "koord-prod", (500, 1 * G))])
+    metric = node_metric((500, 1 * G), [usage("lse", "koord-prod", (500, 1 * G))])
     result, _ = calculate_batch_resources(NODE, pods, metric, ENABLED)
     # cpu 10000 - 4000 - 1000 - 2000 (request) ; memory 20G - 7G - 2G - 1G (usage)
     assert (result.cpu_milli, result.memory_bytes) == (3_000, 10 * G)
 
 
 def test_system_usage_with_high_priority_host_apps_beats_reservation() -> None:
-    metric = NodeMetricSnapshot(
-        NOW,
-        ResourcePair(1_500, 3 * G),
+    metric = node_metric(
+        (1_500, 3 * G),
         host_apps=[
-            HostAppUsage("nginx", "koord-prod", ResourcePair(200, G // 2)),
-            HostAppUsage("yarn", "koord-batch", ResourcePair(1_000, 1 * G)),  # consumes batch, not charged
+            usage("nginx", "koord-prod", (200, G // 2)),
+            usage("yarn", "koord-batch", (1_000, 1 * G)),  # consumes batch, not charged
         ],
     )
     result, breakdown = calculate_batch_resources(NODE, [], metric, ENABLED)
@@ -162,14 +173,14 @@ def test_system_usage_with_high_priority_host_apps_beats_reservation() -> None:
 
 def test_annotation_reservation_raises_system_used() -> None:
     node = NodeCapacity(NODE.capacity, NODE.allocatable, annotation_reserved=ResourcePair(3_000, 1 * G))
-    metric = NodeMetricSnapshot(NOW, ResourcePair(500, 1 * G))
+    metric = node_metric((500, 1 * G))
     result, _ = calculate_batch_resources(node, [], metric, ENABLED)
     assert (result.cpu_milli, result.memory_bytes) == (3_000, 11 * G)
 
 
 def test_result_is_clamped_at_zero() -> None:
     pods = [pod("huge", "koord-prod", (9_000, 19 * G))]
-    metric = NodeMetricSnapshot(NOW, ResourcePair(0, 0), [usage("huge", "koord-prod", (9_000, 19 * G))])
+    metric = node_metric((0, 0), [usage("huge", "koord-prod", (9_000, 19 * G))])
     result, _ = calculate_batch_resources(NODE, pods, metric, ENABLED)
     assert (result.cpu_milli, result.memory_bytes) == (0, 0)
 

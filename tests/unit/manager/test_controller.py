@@ -12,13 +12,15 @@ import pytest
 from prometheus_client import REGISTRY
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.nodemetric_digest import digest_node_metric
 from common.kube.events import EventRecorder
 from common.kube.reflector import Reflector
 from manager.batch import BatchWriter, status_patch
 from manager.controller import Controller
 from manager.main import main
-from manager.noderesource.model import BatchStrategy, BatchVerdict, NodeMetricSnapshot, ResourcePair
+from manager.noderesource.model import BatchStrategy, BatchVerdict
 from manager.objects import NODE_METRIC, SpecWriter
+from tests.objects import MakeNodeMetric
 from tests.unit.manager.fakes import FakeHTTP
 
 GI = 1024**3
@@ -200,7 +202,7 @@ def test_stale_nodemetric_or_colocation_off_removes_the_batch_resources(setup: A
 
 def test_the_moment_a_nodemetric_goes_stale_is_scheduled() -> None:
     writer = BatchWriter(FakeHTTP().as_kube())
-    metric = NodeMetricSnapshot(update_time=NOW - timedelta(minutes=10), system_usage=ResourcePair(0, 0))
+    metric = digest_node_metric(MakeNodeMetric("n1").updated(NOW - timedelta(minutes=10)).system("0", "0").valid())
     current = node("n1", **{BATCH_CPU: "6000", BATCH_MEMORY: str(20 * GI - int(20 * GI * 0.35))})
     result = run(writer.sync(current, [], metric, BatchStrategy(enable=True), NOW))
     assert not result.decision.write

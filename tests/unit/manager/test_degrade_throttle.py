@@ -6,8 +6,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from manager.noderesource.formulas import batch_outcome, decide_node_update, degrade_verdict, is_quantity_diff
-from manager.noderesource.model import BatchStrategy, BatchVerdict, NodeCapacity, NodeMetricSnapshot, ResourcePair
+from manager.noderesource.model import BatchStrategy, BatchVerdict, NodeCapacity, ResourcePair
+from tests.objects import MakeNodeMetric
 
 CPU, MEM = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
 T0 = datetime(2026, 7, 24, 6, 0, 0, tzinfo=UTC)
@@ -15,8 +17,9 @@ NODE = NodeCapacity(ResourcePair(10_000, 20_000), ResourcePair(10_000, 20_000))
 ENABLED = BatchStrategy(enable=True)
 
 
-def fresh(update_time: datetime | None) -> NodeMetricSnapshot:
-    return NodeMetricSnapshot(update_time=update_time)
+def fresh(update_time: datetime | None) -> NodeMetricDigest:
+    """A NodeMetric with a status (no usage) written at `update_time`; None: no updateTime."""
+    return digest_node_metric(MakeNodeMetric("n1").system().updated(update_time).valid())
 
 
 def test_missing_or_never_updated_metric_degrades() -> None:
