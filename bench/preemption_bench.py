@@ -41,6 +41,7 @@ from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
 
 START = 1_700_000_000.0
@@ -90,7 +91,7 @@ def build(nodes: int, per_node: int, rng: random.Random) -> Snapshot:
             started = START - rng.randint(100, 10_000)
             pods.append(make_pod(f"p-{i:05d}-{j:02d}", f"node-{i:05d}", size, rng.choice(PRIORITIES), started))
     metrics = [make_metric(f"node-{i:05d}", rng) for i in range(nodes)]
-    return Snapshot.from_objects(nodes=node_objs, pods=pods, node_metrics=metrics)
+    return Snapshot.from_objects(nodes=node_objs, pods=pods, stores={NodeLoads: metrics})
 
 
 def parse_postfilter(text: str) -> tuple[float, float]:

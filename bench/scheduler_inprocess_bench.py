@@ -44,6 +44,7 @@ from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
 
 TARGETS = {1000: 2000.0, 5000: 680.0}
@@ -117,7 +118,7 @@ def build(nodes: int, init_pods: int, seed: int) -> tuple[Snapshot, list[PodInfo
         placed[name].append(pod_name)
         init.append(make_pod(pod_name, rng, node_name=name, fancy=False))
     metrics = [make_metric(n, rng, placed[n]) for n in placed]
-    snapshot = Snapshot.from_objects(nodes=node_objs, pods=init, node_metrics=metrics)
+    snapshot = Snapshot.from_objects(nodes=node_objs, pods=init, stores={NodeLoads: metrics})
     return snapshot, []
 
 

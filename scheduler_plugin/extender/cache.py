@@ -1,51 +1,61 @@
-"""The extender's own view of the cluster: nodes, assigned pods and NodeMetrics, list+watched
-into one `Snapshot` (what `nodeCacheCapable: true` relies on).
+"""The extender's own view of the cluster: nodes, assigned pods and the resources its plugins
+watch, list+watched into one `Snapshot` (what `nodeCacheCapable: true` relies on).
 
 kube-scheduler sends only the pod being scheduled and the candidate node names (or Nodes);
 LoadAwareScheduling also needs the NodeMetrics and the pods already on each node (its
 estimates for pods the last NodeMetric has not seen yet), so those are cached even in
-full-Node mode. Only assigned, non-terminated pods are watched — the same field selector
-kube-scheduler's own scheduled-pod cache uses — which keeps the store small on clusters with
-many pending or finished pods.
+full-Node mode. Which resources besides nodes and pods are watched is the plugins' say
+(`WatchedResource`, as for the scheduler): each object goes to its plugin's store, or, for a
+resource without one, into `Snapshot.custom_objects`. Only assigned, non-terminated pods are
+watched — the same field selector kube-scheduler's own scheduled-pod cache uses — which keeps
+the store small on clusters with many pending or finished pods.
 
 Malformed objects are logged, counted in `loadline_extender_invalid_objects_total` and
-skipped (a node or NodeMetric keeps its previous good state); the watch keeps running.
+skipped (a node keeps its previous good state; a NodeMetric's store decides what it keeps);
+the watch keeps running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Handler, Reflector, object_key
 from scheduler_plugin.extender import metrics
+from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.snapshot import Snapshot
 
 log = logging.getLogger("loadline.extender.cache")
 
 NODES_PATH = resource_path("", "v1", "nodes")
 PODS_PATH = resource_path("", "v1", "pods")
-NODE_METRICS_PATH = resource_path("slo.koordinator.sh", "v1alpha1", "nodemetrics")
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 class ClusterCache:
-    def __init__(self, http: KubeHTTP, snapshot: Snapshot | None = None) -> None:
+    def __init__(
+        self, http: KubeHTTP, snapshot: Snapshot | None = None, *, resources: Sequence[WatchedResource] = ()
+    ) -> None:
         self.snapshot = snapshot if snapshot is not None else Snapshot()
         self.nodes = Reflector(http, NODES_PATH, name="extender-nodes")
         self.pods = Reflector(http, PODS_PATH, name="extender-pods", field_selector=ASSIGNED_PODS)
-        self.node_metrics = Reflector(http, NODE_METRICS_PATH, name="extender-nodemetrics")
         self.nodes.add_handler(self._guarded("node", self.on_node))
         self.pods.add_handler(self._guarded("pod", self.on_pod))
-        self.node_metrics.add_handler(self._guarded("nodemetric", self.on_node_metric))
+        # The resources the enabled plugins watch, by kind (e.g. "NodeMetric" for LoadAware).
+        self.watched: dict[str, Reflector] = {}
+        for resource in resources:
+            path = resource_path(resource.group, resource.version, resource.plural)
+            reflector = Reflector(http, path, name=f"extender-{resource.plural}")
+            reflector.add_handler(self._guarded(resource.kind.lower(), self._watched_handler(resource)))
+            self.watched[resource.kind] = reflector
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
     def reflectors(self) -> tuple[Reflector, ...]:
-        return (self.nodes, self.pods, self.node_metrics)
+        return (self.nodes, self.pods, *self.watched.values())
 
     @property
     def synced(self) -> bool:
@@ -80,12 +90,29 @@ class ClusterCache:
             self.snapshot.upsert_pod(obj)
         metrics.CACHE_OBJECTS.labels("pod").set(len(self.snapshot.pods))
 
-    def on_node_metric(self, kind: EventType, obj: JSON) -> None:
-        if kind == "DELETED":
-            self.snapshot.remove_node_metric(object_key(obj))
-        else:
-            self.snapshot.upsert_node_metric(obj)
-        metrics.CACHE_OBJECTS.labels("nodemetric").set(len(self.node_metrics.store))
+    def _watched_handler(self, resource: WatchedResource) -> Callable[[EventType, JSON], None]:
+        label = resource.kind.lower()
+        if resource.store is not None:
+            store = self.snapshot.store(resource.store)
+
+            def into_store(kind: EventType, obj: JSON) -> None:
+                if kind == "DELETED":
+                    store.remove(obj)
+                else:
+                    store.upsert(obj)
+                metrics.CACHE_OBJECTS.labels(label).set(len(store))
+
+            return into_store
+        objects = self.snapshot.custom_objects.setdefault(resource.kind, {})
+
+        def as_they_came(kind: EventType, obj: JSON) -> None:
+            if kind == "DELETED":
+                objects.pop(object_key(obj), None)
+            else:
+                objects[object_key(obj)] = obj
+            metrics.CACHE_OBJECTS.labels(label).set(len(objects))
+
+        return as_they_came
 
     @staticmethod
     def _guarded(kind: str, handle: Callable[[EventType, JSON], None]) -> Handler:

@@ -21,6 +21,7 @@ from scheduler_plugin.extender.engine import ExtenderEngine
 from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.server import DEFAULT_MAX_BODY_BYTES, ExtenderServer, normalize_prefix
 from scheduler_plugin.extender.wire import ScoreScaling
+from scheduler_plugin.framework.interfaces import watched_by
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.snapshot import Snapshot
 
@@ -126,7 +127,8 @@ async def serve(
     except Exception as exc:  # kubeconfig missing or unreadable: say so, do not trace back
         log.error("cannot load the cluster configuration: %s", exc)
         return 1
-    cache = ClusterCache(http, snapshot)
+    plugins = (plugin for framework in frameworks.values() for plugin in framework.plugins.values())
+    cache = ClusterCache(http, snapshot, resources=watched_by(plugins))
     engine = ExtenderEngine(frameworks, snapshot, default_profile=next(iter(frameworks)),
                             assume_seconds=assume_seconds, score_scaling=score_scaling)
     server = ExtenderServer(engine, ready=lambda: cache.synced, prefix=prefix)

@@ -13,7 +13,7 @@ A plugin implements any subset; the framework finds them with isinstance checks.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
+from scheduler_plugin.framework.stores import ObjectStore
 
 if TYPE_CHECKING:
     from scheduler_plugin.framework.diagnosis import Diagnosis
@@ -301,21 +302,33 @@ class PostBindPlugin(Plugin, Protocol):
 @dataclass(frozen=True, slots=True)
 class WatchedResource:
     """An API resource a plugin reads besides nodes and pods (as Koordinator's LoadAware starts its
-    NodeMetric informer). The scheduler lists and watches every resource its enabled plugins
-    declare and reports a change as the cluster event `event`. NodeMetrics and PodGroups are
-    digested into the snapshot (`Snapshot.upsert_node_metric`, `pod_groups`); objects of any other
-    kind are kept as they came, in `Snapshot.custom_objects[kind]` by "namespace/name" or name."""
+    NodeMetric informer). The scheduler and the extender list and watch every resource their
+    enabled plugins declare, hand each object to the plugin's `store` (`Snapshot.store(store)`)
+    and report a change as the cluster event `event`. PodGroups are still digested by the
+    snapshot itself (`pod_groups`); a resource without a store is kept as it came, in
+    `Snapshot.custom_objects[kind]` by "namespace/name" or name."""
 
     kind: str
     group: str
     version: str
     plural: str
     event: str
+    store: Callable[[Snapshot], ObjectStore] | None = None
 
 
 @runtime_checkable
 class WatchingPlugin(Plugin, Protocol):
     def watched_resources(self) -> Sequence[WatchedResource]: ...
+
+
+def watched_by(plugins: Iterable[Plugin]) -> list[WatchedResource]:
+    """The resources the plugins declare, each once, in the order first declared."""
+    out: dict[tuple[str, str, str], WatchedResource] = {}
+    for plugin in plugins:
+        if isinstance(plugin, WatchingPlugin):
+            for resource in plugin.watched_resources():
+                out.setdefault((resource.group, resource.version, resource.plural), resource)
+    return list(out.values())
 
 
 @runtime_checkable

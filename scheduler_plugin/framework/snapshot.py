@@ -1,4 +1,4 @@
-"""The scheduler's view of the cluster: nodes as numpy rows, pods, NodeMetrics and PodGroups.
+"""The scheduler's view of the cluster: nodes as numpy rows, pods, PodGroups and the plugins' stores.
 
 Fed from plain Kubernetes JSON (as list/watch deliver it) and updated incrementally, so
 the same object serves as the scheduler cache and as the per-cycle snapshot: scheduling
@@ -20,20 +20,20 @@ import itertools
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
 from common.api.malformed import MalformedObjectError
-from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import scalar
 from common.api.podgroup import PodGroupDigest, digest_pod_group
 from common.api.quantity import Quantity, QuantityError
 from common.api.scheduling import Taint, parse_taints, string_map
 from scheduler_plugin.framework.disruption import DisruptionBudget
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
+from scheduler_plugin.framework.stores import ObjectStore
 
 FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
 CPU, MEMORY, PODS = 0, 1, 2
@@ -41,6 +41,8 @@ CPU, MEMORY, PODS = 0, 1, 2
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
 IndexArray = NDArray[np.intp]
+
+StoreT = TypeVar("StoreT", bound=ObjectStore)
 
 _snapshot_ids = itertools.count(1)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -54,7 +56,6 @@ class NodeInfo:
         "annotations",
         "index",
         "labels",
-        "load",
         "name",
         "pods",
         "raw",
@@ -73,7 +74,6 @@ class NodeInfo:
         self.allocatable: dict[str, int] = {}
         self.raw: Mapping[str, Any] = {}
         self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
-        self.load: NodeMetricDigest | None = None
         self.taint_set_id = 0
 
     def __repr__(self) -> str:
@@ -144,7 +144,7 @@ class Snapshot:
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
-        self._loads: dict[str, NodeMetricDigest] = {}
+        self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
         self.pod_groups: dict[str, PodGroupDigest] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -161,7 +161,7 @@ class Snapshot:
         cls,
         nodes: Iterable[Mapping[str, Any]] = (),
         pods: Iterable[Mapping[str, Any]] = (),
-        node_metrics: Iterable[Mapping[str, Any]] = (),
+        stores: Mapping[Callable[[Snapshot], ObjectStore], Iterable[Mapping[str, Any]]] | None = None,
         pod_groups: Iterable[Mapping[str, Any]] = (),
         disruption_budgets: Iterable[Mapping[str, Any]] = (),
     ) -> Snapshot:
@@ -169,8 +169,10 @@ class Snapshot:
         snap = cls(initial_capacity=max(len(node_list), 1))
         for node in node_list:
             snap.upsert_node(node)
-        for metric in node_metrics:
-            snap.upsert_node_metric(metric)
+        for factory, objects in (stores or {}).items():
+            store = snap.store(factory)
+            for obj in objects:
+                store.upsert(obj)
         for group in pod_groups:
             snap.upsert_pod_group(group)
         for budget in disruption_budgets:
@@ -311,7 +313,6 @@ class Snapshot:
             for key, column in self._label_columns.items():
                 _set_label_cell(column, i, labels.get(key))
         if is_new:
-            info.load = self._loads.get(name)
             for pod in self._orphans.pop(name, {}).values():
                 self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, None))
         self._touch(i)
@@ -542,36 +543,18 @@ class Snapshot:
                 if not index[value]:
                     del index[value]
 
-    # ------------------------------------------------------------------ NodeMetrics
-    def upsert_node_metric(self, obj: Mapping[str, Any]) -> NodeMetricDigest:
-        """Raises MalformedObjectError. The node then has a NodeMetric with nothing usable in it (no status, no
-        updateTime), never an older version: its load is unknown, so LoadAware treats it as expired, as it
-        treats a NodeMetric its agent never filled in (filtered unless enableScheduleWhenNodeMetricsExpired,
-        never scored) — a node whose agent writes garbage must not look idle and attract every new pod."""
-        load = digest_node_metric(obj)
-        if load.problem is not None:
-            if load.node_name:
-                self._store_load(load)  # a digest with a problem carries nothing but the node's name
-            raise load.problem
-        self._store_load(load)
-        return load
+    # ------------------------------------------------------------------ plugins' stores
+    def store(self, factory: Callable[[Snapshot], StoreT]) -> StoreT:
+        """The snapshot's store of that type (`stores.ObjectStore`), made on first use."""
+        found = self._stores.get(factory)
+        if found is None:
+            found = self._stores[factory] = factory(self)
+        return found  # type: ignore[return-value]  # keyed by the factory that made it
 
-    def _store_load(self, load: NodeMetricDigest) -> None:
-        self._loads[load.node_name] = load
-        info = self._node_by_name.get(load.node_name)
-        if info is not None:
-            info.load = load
-            self._touch(info.index)
-
-    @property
-    def num_node_metrics(self) -> int:
-        return len(self._loads)
-
-    def remove_node_metric(self, name: str) -> None:
-        self._loads.pop(name, None)
+    def touch_node(self, name: str) -> None:
+        """Something a plugin derives per node changed (its NodeMetric): the row is dirty."""
         info = self._node_by_name.get(name)
         if info is not None:
-            info.load = None
             self._touch(info.index)
 
     # ------------------------------------------------------------------ PodGroups

@@ -24,21 +24,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector, object_key
-from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_METRIC, NODE_UPDATE
-from scheduler_plugin.framework.interfaces import Plugin, WatchedResource, WatchingPlugin
+from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE
+from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.framework.stores import ObjectStore
 
 log = logging.getLogger("loadline.scheduler.cache")
 
-NODE_METRIC_KIND, POD_GROUP_KIND = "NodeMetric", "PodGroup"  # digested into the snapshot's own stores
+POD_GROUP_KIND = "PodGroup"  # digested into the snapshot's pod_groups
 
 
 class ClusterListener(Protocol):
@@ -60,15 +61,6 @@ class ClusterListener(Protocol):
 def _crd_name(resource: WatchedResource) -> str:
     return f"{resource.plural}.{resource.group}"
 
-
-def watched_by(plugins: Iterable[Plugin]) -> list[WatchedResource]:
-    """The resources the plugins declare, each once, in the order first declared."""
-    out: dict[tuple[str, str, str], WatchedResource] = {}
-    for plugin in plugins:
-        if isinstance(plugin, WatchingPlugin):
-            for resource in plugin.watched_resources():
-                out.setdefault((resource.group, resource.version, resource.plural), resource)
-    return list(out.values())
 
 # What scheduling reads from a Node; anything else changing (heartbeats) is not an event.
 _NODE_FIELDS = (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status", "allocatable"))
@@ -155,8 +147,8 @@ class ClusterCache:
         self.pods.add_handler(self._on_pod)
         self.budgets.add_handler(self._on_budget)
         for resource, reflector in self.crds.items():
-            if resource.kind == NODE_METRIC_KIND:
-                reflector.add_handler(self._on_node_metric)
+            if resource.store is not None:
+                reflector.add_handler(self._store_handler(resource, resource.store))
             elif resource.kind == POD_GROUP_KIND:
                 others = [r for r in self.crds if r.kind == POD_GROUP_KIND and r != resource]
                 reflector.add_handler(self._pod_group_handler(others))
@@ -292,21 +284,26 @@ class ClusterCache:
             self.listener.cluster_event(ASSIGNED_POD_DELETE)  # finished: its resources are free
         self.listener.pod_changed(pod, is_new=kind == "ADDED", spec_changed=pod_spec_changed(old, obj))
 
-    # ------------------------------------------------------------------ NodeMetrics
-    def _on_node_metric(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
-        name = object_key(obj)
-        if kind == "DELETED":
-            self.snapshot.remove_node_metric(name)
-            self.malformed.clear("NodeMetric", name)
-        else:
-            try:
-                self.snapshot.upsert_node_metric(obj)
-            except MalformedObjectError as exc:
-                self.malformed.report("NodeMetric", name, obj, exc)
-                self.listener.cluster_event(NODE_METRIC)  # the snapshot emptied the node's NodeMetric
-                return
-            self.malformed.clear("NodeMetric", name)
-        self.listener.cluster_event(NODE_METRIC)
+    # ------------------------------------------------------------------ plugins' stores
+    def _store_handler(self, resource: WatchedResource, factory: Callable[[Snapshot], ObjectStore]) -> Any:
+        """A resource whose plugin digests it into its own store (NodeMetrics for LoadAware). A malformed
+        object is reported and the event still sent: the store may have changed (a NodeMetric emptied)."""
+        store = self.snapshot.store(factory)
+
+        def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
+            name = object_key(obj)
+            if kind == "DELETED":
+                store.remove(obj)
+                self.malformed.clear(resource.kind, name)
+            else:
+                try:
+                    store.upsert(obj)
+                    self.malformed.clear(resource.kind, name)
+                except MalformedObjectError as exc:
+                    self.malformed.report(resource.kind, name, obj, exc)
+            self.listener.cluster_event(resource.event)
+
+        return handle
 
     # ------------------------------------------------------------------ PodDisruptionBudgets
     def _on_budget(self, kind: EventType, obj: JSON, old: JSON | None) -> None:

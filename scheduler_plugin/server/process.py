@@ -22,12 +22,14 @@ from common.kube.malformed import MalformedObjects
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
+from scheduler_plugin.framework.interfaces import watched_by
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.apihealth import ApiHealth
 from scheduler_plugin.server.binder import APIBinder
-from scheduler_plugin.server.cache import ClusterCache, watched_by
+from scheduler_plugin.server.cache import ClusterCache
 from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.http_api import build_app
 from scheduler_plugin.server.options import SchedulerOptions
@@ -92,7 +94,7 @@ class SchedulerProcess:
         m.CACHE_SIZE.labels("pods").set_function(lambda: float(len(snap.pods)))
         m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
         m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.pod_groups)))
-        m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(snap.num_node_metrics))
+        m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(len(snap.store(NodeLoads))))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.scheduler.leading

@@ -40,10 +40,11 @@ from scheduler_plugin.plugins.loadaware.formulas import (
     least_used_score,
     most_used_score,
 )
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.loadaware.table import LoadTable
 
 NAME = "LoadAwareScheduling"
-NODE_METRICS = WatchedResource("NodeMetric", c.SLO_GROUP, c.SLO_VERSION, c.NODEMETRIC_PLURAL, NODE_METRIC)
+NODE_METRICS = WatchedResource("NodeMetric", c.SLO_GROUP, c.SLO_VERSION, c.NODEMETRIC_PLURAL, NODE_METRIC, NodeLoads)
 REASON_NODE_METRIC_EXPIRED = "node(s) nodeMetric expired"
 REASON_USAGE_EXCEED_THRESHOLD = "node(s) {} usage exceed threshold"
 REASON_AGGREGATED_USAGE_EXCEED_THRESHOLD = "node(s) {} aggregated usage exceed threshold"

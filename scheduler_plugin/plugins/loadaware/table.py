@@ -32,6 +32,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import NodeInfo, PodRecord, Snapshot
 from scheduler_plugin.plugins.loadaware.args import LoadAwareSchedulingArgs
 from scheduler_plugin.plugins.loadaware.formulas import estimate_pod, not_yet_reflected, threshold_limits
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 
 ANNOTATION_ESTIMATED_SCALING_FACTORS = "scheduling.koordinator.sh/load-estimated-scaling-factors"
 ANNOTATION_SECONDS_AFTER_SCHEDULED = "scheduling.koordinator.sh/load-estimated-seconds-after-pod-scheduled"
@@ -284,8 +285,9 @@ class LoadTable:
         elif len(self.generation) < slots:
             self._grow(max(slots, 2 * len(self.generation)))
         dirty = np.flatnonzero(self.generation[:slots] != snapshot.generation)
+        loads = snapshot.store(NodeLoads)
         for i in dirty:
-            self._refresh(snapshot, int(i))
+            self._refresh(snapshot, loads, int(i))
         self.generation[:slots] = snapshot.generation
         if len(self._estimates) > 4 * max(len(snapshot.pods), 1024):
             self._estimates = {k: v for k, v in self._estimates.items() if k in snapshot.pods}
@@ -299,7 +301,7 @@ class LoadTable:
             getattr(self, name)[..., :keep] = arr[..., :keep]
         self._state[:keep] = state
 
-    def _refresh(self, snapshot: Snapshot, i: int) -> None:
+    def _refresh(self, snapshot: Snapshot, loads: NodeLoads, i: int) -> None:
         row = self._state[i]
         try:
             node = snapshot.node(i)
@@ -324,7 +326,7 @@ class LoadTable:
             self.agg_filter_enabled[i] = thresholds.aggregated_enabled
             self.usage_thr_on[i] = bool(usage_thr.any())
             self.agg_thr_on[i] = bool(agg_thr.any())
-        load = node.load
+        load = loads.get(node.name)
         if load is None:
             row.load, row.pods = None, {}
             self._clear_load(i)

@@ -19,6 +19,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import binding_cycle, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
 
 PROFILE = "loadline-scheduler"
@@ -51,7 +52,7 @@ def replacement(name: str, cpu: str) -> dict[str, Any]:
 def place(config: dict[str, Any], replacements: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """Schedule the replacements one by one, as they arrive; returns pod -> node and, per pod, node -> verdict."""
     nodes, pods, metrics = cluster()
-    snapshot = Snapshot.from_objects(nodes=nodes, pods=pods, node_metrics=metrics)
+    snapshot = Snapshot.from_objects(nodes=nodes, pods=pods, stores={NodeLoads: metrics})
     framework, _, binder = default_framework(snapshot, config)
     verdicts: dict[str, dict[str, str]] = {}
     for obj in replacements:

@@ -16,6 +16,7 @@ from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.wire import ExtenderArgs, parse_args
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, node, node_metric, pod
 
 NOW = T0 + 10
@@ -29,8 +30,8 @@ def outcome(name: str) -> float:
 def setup(pods: list[Obj] | None = None, **options: Any) -> tuple[ExtenderEngine, FakeClock]:
     snap = Snapshot.from_objects(
         nodes=[node("warm"), node("cold"), node("cold2")],
-        node_metrics=[node_metric("warm", cpu="1000m", memory="2Gi"), node_metric("cold", cpu="200m", memory="1Gi"),
-                      node_metric("cold2", cpu="200m", memory="1Gi")],
+        stores={NodeLoads: [node_metric("warm", cpu="1000m", memory="2Gi"), node_metric("cold", cpu="200m", memory="1Gi"),
+                      node_metric("cold2", cpu="200m", memory="1Gi")]},
         pods=pods or [],
     )
     clock = FakeClock(NOW)
@@ -58,7 +59,7 @@ def test_ties_go_to_the_least_requested_node_as_kube_scheduler_would_break_them(
     # so kube-scheduler's LeastAllocated prefers cold.
     reflected = pod("old", cpu="2", node_name="cold2", scheduled_at=T0 - 600)
     ext, _ = setup([reflected])
-    ext.snapshot.upsert_node_metric(node_metric("cold2", cpu="200m", memory="1Gi", pods=[
+    ext.snapshot.store(NodeLoads).upsert(node_metric("cold2", cpu="200m", memory="1Gi", pods=[
         {"namespace": "default", "name": "old", "podUsage": {"resources": {"cpu": "0", "memory": "0"}}}]))
     scores = ext.prioritize(request(pod("a"), ["cold2", "cold"]))
     assert scores == {"cold2": 7, "cold": 7}  # equal totals: no relative preference, absolute 75 → 7

@@ -7,6 +7,8 @@ from prometheus_client import REGISTRY
 
 from common.kube.http import KubeHTTP
 from scheduler_plugin.extender.cache import ASSIGNED_PODS, ClusterCache
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
+from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
 from tests.unit.scheduler.builders import node, node_metric, pod
 
 
@@ -15,22 +17,22 @@ def invalid_count(kind: str) -> float:
 
 
 def make_cache() -> ClusterCache:
-    return ClusterCache(KubeHTTP(kclient.Configuration(host="http://127.0.0.1:1")))
+    return ClusterCache(KubeHTTP(kclient.Configuration(host="http://127.0.0.1:1")), resources=[NODE_METRICS])
 
 
 def test_events_feed_the_snapshot() -> None:
     cache = make_cache()
     snap = cache.snapshot
     cache.nodes._emit("ADDED", node("a"), None)
-    cache.node_metrics._emit("ADDED", node_metric("a", cpu="1", memory="1Gi"), None)
+    cache.watched["NodeMetric"]._emit("ADDED", node_metric("a", cpu="1", memory="1Gi"), None)
     cache.pods._emit("ADDED", pod("p", node_name="a"), None)
-    info = snap.node_by_name("a")
-    assert info is not None and info.load is not None
+    loads = snap.store(NodeLoads)
+    assert snap.node_by_name("a") is not None and loads.get("a") is not None
     assert snap.node_of("default/p") == "a"
     cache.pods._emit("DELETED", pod("p", node_name="a"), None)
     assert snap.node_of("default/p") is None
-    cache.node_metrics._emit("DELETED", node_metric("a"), None)
-    assert info.load is None
+    cache.watched["NodeMetric"]._emit("DELETED", node_metric("a"), None)
+    assert loads.get("a") is None
     cache.nodes._emit("DELETED", node("a"), None)
     assert snap.node_by_name("a") is None
 
@@ -45,7 +47,7 @@ def test_malformed_objects_are_skipped_and_counted() -> None:
     cache.pods._emit("ADDED", pod("p", cpu="-1", node_name="a"), None)
     broken_metric = node_metric("a", cpu="1")
     broken_metric["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "NaN"
-    cache.node_metrics._emit("ADDED", broken_metric, None)
+    cache.watched["NodeMetric"]._emit("ADDED", broken_metric, None)
     assert {k: invalid_count(k) - v for k, v in before.items()} == {"node": 1, "pod": 1, "nodemetric": 1}
     info = cache.snapshot.node_by_name("a")
     assert info is not None and info.allocatable["cpu"] == 4000  # the last good version stays

@@ -21,6 +21,7 @@ from scheduler_plugin.framework.interfaces import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware import NAME as LOADAWARE
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, node, node_metric, pod
 
 NOW = T0 + 10
@@ -40,7 +41,7 @@ def cluster() -> tuple[list[Obj], list[Obj]]:
 
 def engine(config: str | None = None, *, nodes: list[Obj] | None = None, **options: Any) -> ExtenderEngine:
     default_nodes, metrics = cluster()
-    snap = Snapshot.from_objects(nodes=default_nodes if nodes is None else nodes, node_metrics=metrics)
+    snap = Snapshot.from_objects(nodes=default_nodes if nodes is None else nodes, stores={NodeLoads: metrics})
     frameworks = extender_frameworks(config, snapshot=snap, clock=FakeClock(NOW))
     return ExtenderEngine(frameworks, snap, default_profile=next(iter(frameworks)), **options)
 

@@ -13,6 +13,7 @@ from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.wire import BadRequest, parse_preemption_args, preemption_result
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
 
 Obj = dict[str, Any]
@@ -24,7 +25,7 @@ def engine() -> ExtenderEngine:
             pod("v-cool", "2", "1Gi", node_name="cool", priority=5000, scheduled_at=T0 - 1000)]
     metrics = [node_metric("hot", cpu="3600m", pods=[pod_metric("v-hot", "400m")]),
                node_metric("cool", cpu="1000m", pods=[pod_metric("v-cool", "800m")])]
-    snap = Snapshot.from_objects(nodes=[node("hot"), node("cool")], pods=pods, node_metrics=metrics)
+    snap = Snapshot.from_objects(nodes=[node("hot"), node("cool")], pods=pods, stores={NodeLoads: metrics})
     frameworks = extender_frameworks(None, snapshot=snap, clock=FakeClock(T0 + 10))
     return ExtenderEngine(frameworks, snap, default_profile=next(iter(frameworks)))
 

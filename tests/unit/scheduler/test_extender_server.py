@@ -17,6 +17,7 @@ from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.server import ExtenderServer, normalize_prefix
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, node, node_metric, pod
 
 Check = Callable[[TestClient[Any, Any]], Awaitable[None]]
@@ -26,7 +27,7 @@ GOOD = {"Pod": pod("p"), "Nodes": None, "NodeNames": ["hot", "cold"]}
 def make_engine() -> ExtenderEngine:
     snap = Snapshot.from_objects(
         nodes=[node("hot"), node("cold")],
-        node_metrics=[node_metric("hot", cpu="3", memory="1Gi"), node_metric("cold", cpu="200m", memory="1Gi")],
+        stores={NodeLoads: [node_metric("hot", cpu="3", memory="1Gi"), node_metric("cold", cpu="200m", memory="1Gi")]},
     )
     frameworks = extender_frameworks(None, snapshot=snap, clock=FakeClock(T0 + 10))
     return ExtenderEngine(frameworks, snap, default_profile=next(iter(frameworks)))

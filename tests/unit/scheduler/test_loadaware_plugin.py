@@ -21,6 +21,7 @@ from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
 
 GI = 1024**3
@@ -32,7 +33,7 @@ Obj = dict[str, Any]
 
 def setup(nodes: list[Obj], metrics: list[Obj], pods: list[Obj] | None = None,
           **args: Any) -> tuple[LoadAwareScheduling, Snapshot, FakeClock]:
-    snap = Snapshot.from_objects(nodes=nodes, node_metrics=metrics, pods=pods or [])
+    snap = Snapshot.from_objects(nodes=nodes, stores={NodeLoads: metrics}, pods=pods or [])
     clock = FakeClock(NOW)
     fw = Framework("t", snapshot=snap, clock=clock)
     plugin = LoadAwareScheduling(LoadAwareSchedulingArgs.model_validate(args), fw)
@@ -206,7 +207,7 @@ def test_most_used_strategy_packs() -> None:
 def test_burst_spreads_instead_of_piling_onto_the_coldest_node() -> None:
     nodes = [node(f"n{i}") for i in range(4)]
     metrics = [node_metric("n0", cpu="200m", memory="0")] + [node_metric(f"n{i}", cpu="800m", memory="0") for i in (1, 2, 3)]
-    snap = Snapshot.from_objects(nodes=nodes, node_metrics=metrics)
+    snap = Snapshot.from_objects(nodes=nodes, stores={NodeLoads: metrics})
     only_loadaware_scores = {
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "profiles": [{"plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "LoadAwareScheduling"}]}}}],
@@ -240,9 +241,9 @@ def test_usage_beyond_the_range_rule_leaves_the_node_with_an_expired_node_metric
         plugin, snap, _ = setup([node("n1"), node("bare")], [node_metric("n1", cpu="100m", memory="1Gi")])
         assert scores(plugin, snap, pod("p"))["n1"] > 0
         with pytest.raises(MalformedObjectError, match="out of range"):
-            snap.upsert_node_metric(node_metric("n1", cpu=cpu, memory=memory))
+            snap.store(NodeLoads).upsert(node_metric("n1", cpu=cpu, memory=memory))
         # the valid version before it is not used either: the node's load is unknown, as with an expired NodeMetric
         assert verdicts(plugin, snap, pod("p")) == {"n1": "node(s) nodeMetric expired", "bare": "ok"}
         assert scores(plugin, snap, pod("p")) == {"n1": 0, "bare": 0}
         with pytest.raises(MalformedObjectError, match="out of range"):
-            Snapshot.from_objects(nodes=[node("n1")], node_metrics=[node_metric("n1", cpu=cpu, memory=memory)])
+            Snapshot.from_objects(nodes=[node("n1")], stores={NodeLoads: [node_metric("n1", cpu=cpu, memory=memory)]})

@@ -26,6 +26,7 @@ from scheduler_plugin.plugins.defaultpreemption.ordering import (
     pick_one,
     rank,
 )
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import (
     T0,
     default_framework,
@@ -65,7 +66,7 @@ def full_cluster() -> list[Obj]:
 def framework(pods: list[Obj], *, metrics: list[Obj] | None = None, budgets: list[Obj] | None = None,
               nodes: list[Obj] | None = None) -> tuple[Framework, Snapshot]:
     snap = Snapshot.from_objects(
-        nodes=nodes or [node("n1"), node("n2"), node("n3")], pods=pods, node_metrics=metrics or [],
+        nodes=nodes or [node("n1"), node("n2"), node("n3")], pods=pods, stores={NodeLoads: metrics or []},
         disruption_budgets=budgets or [],
     )
     fw, _, _ = default_framework(snap, CONFIG, FakeClock(T0 + 10))

@@ -11,6 +11,7 @@ from common.api.malformed import MalformedObjectError
 from common.api.nodemetric_digest import PodUsage, digest_node_metric
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, Snapshot
+from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
 
 GI = 1024**3
@@ -119,12 +120,14 @@ def test_node_metric_digest() -> None:
     assert load.aggregated_usage("p95", None) == {"cpu": 3000}  # longest window with data
     assert load.aggregated_usage("avg", None) == {"cpu": 1500, "memory": 2 * GI}  # no avg anywhere: nodeUsage
     assert load.pod_usages["default/web"] == PodUsage("default", "web", {"cpu": 120, "memory": 100 * 1024**2}, "koord-prod")
-    snap = Snapshot.from_objects(node_metrics=[metric])  # a NodeMetric may come before its node
+    snap = Snapshot.from_objects(stores={NodeLoads: [metric]})  # a NodeMetric may come before its node
     info = snap.upsert_node(node("a"))
-    assert info.load is not None and info.load.node_usage == {"cpu": 1500, "memory": 2 * GI}
+    loads = snap.store(NodeLoads)
+    stored = loads.get("a")
+    assert stored is not None and stored.node_usage == {"cpu": 1500, "memory": 2 * GI}
     generation = int(snap.generation[info.index])
-    snap.remove_node_metric("a")
-    assert info.load is None and snap.generation[info.index] > generation
+    loads.remove(metric)
+    assert loads.get("a") is None and snap.generation[info.index] > generation
 
 
 @pytest.mark.parametrize(("obj", "field"), [
@@ -156,4 +159,4 @@ def test_malformed_nodes_and_metrics_name_the_field_and_leave_the_snapshot_intac
     metric = node_metric("a", cpu="1")
     metric["status"]["updateTime"] = "yesterday"
     with pytest.raises(MalformedObjectError, match=r"NodeMetric a status\.updateTime"):
-        snap.upsert_node_metric(metric)
+        snap.store(NodeLoads).upsert(metric)

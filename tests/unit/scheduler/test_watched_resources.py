@@ -6,11 +6,11 @@ from kubernetes.aio import client as kclient
 
 from common.kube.http import KubeHTTP
 from common.kube.malformed import MalformedObjects
-from scheduler_plugin.framework.interfaces import WatchedResource
+from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
-from scheduler_plugin.server.cache import ClusterCache, watched_by
+from scheduler_plugin.server.cache import ClusterCache
 
 
 class Listener:
