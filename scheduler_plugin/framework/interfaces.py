@@ -304,9 +304,8 @@ class WatchedResource:
     """An API resource a plugin reads besides nodes and pods (as Koordinator's LoadAware starts its
     NodeMetric informer). The scheduler and the extender list and watch every resource their
     enabled plugins declare, hand each object to the plugin's `store` (`Snapshot.store(store)`)
-    and report a change as the cluster event `event`. PodGroups are still digested by the
-    snapshot itself (`pod_groups`); a resource without a store is kept as it came, in
-    `Snapshot.custom_objects[kind]` by "namespace/name" or name."""
+    and report a change as the cluster event `event`. A resource without a store is kept as it
+    came, in `Snapshot.custom_objects[kind]` by "namespace/name" or name."""
 
     kind: str
     group: str

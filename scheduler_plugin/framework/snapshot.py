@@ -1,4 +1,4 @@
-"""The scheduler's view of the cluster: nodes as numpy rows, pods, PodGroups and the plugins' stores.
+"""The scheduler's view of the cluster: nodes as numpy rows, pods, and the plugins' stores.
 
 Fed from plain Kubernetes JSON (as list/watch deliver it) and updated incrementally, so
 the same object serves as the scheduler cache and as the per-cycle snapshot: scheduling
@@ -28,7 +28,6 @@ from numpy.typing import NDArray
 from common.api import constants as c
 from common.api.malformed import MalformedObjectError
 from common.api.pod import scalar
-from common.api.podgroup import PodGroupDigest, digest_pod_group
 from common.api.quantity import Quantity, QuantityError
 from common.api.scheduling import Taint, parse_taints, string_map
 from scheduler_plugin.framework.disruption import DisruptionBudget
@@ -145,7 +144,6 @@ class Snapshot:
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
         self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
-        self.pod_groups: dict[str, PodGroupDigest] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
         self.disruption_budgets: dict[str, DisruptionBudget] = {}  # namespace/name -> budget
@@ -162,7 +160,6 @@ class Snapshot:
         nodes: Iterable[Mapping[str, Any]] = (),
         pods: Iterable[Mapping[str, Any]] = (),
         stores: Mapping[Callable[[Snapshot], ObjectStore], Iterable[Mapping[str, Any]]] | None = None,
-        pod_groups: Iterable[Mapping[str, Any]] = (),
         disruption_budgets: Iterable[Mapping[str, Any]] = (),
     ) -> Snapshot:
         node_list = list(nodes)
@@ -173,8 +170,6 @@ class Snapshot:
             store = snap.store(factory)
             for obj in objects:
                 store.upsert(obj)
-        for group in pod_groups:
-            snap.upsert_pod_group(group)
         for budget in disruption_budgets:
             snap.upsert_disruption_budget(budget)
         for pod in pods:
@@ -556,16 +551,6 @@ class Snapshot:
         info = self._node_by_name.get(name)
         if info is not None:
             self._touch(info.index)
-
-    # ------------------------------------------------------------------ PodGroups
-    def upsert_pod_group(self, obj: Mapping[str, Any]) -> PodGroupDigest:
-        """Raises MalformedObjectError (the last readable version, if any, stays)."""
-        group = digest_pod_group(obj)
-        self.pod_groups[group.key] = group
-        return group
-
-    def remove_pod_group(self, namespace: str, name: str) -> None:
-        self.pod_groups.pop(pod_key(namespace, name), None)
 
     # ------------------------------------------------------------------ PodDisruptionBudgets
     def upsert_disruption_budget(self, obj: Mapping[str, Any]) -> DisruptionBudget:

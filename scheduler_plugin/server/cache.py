@@ -22,7 +22,6 @@ was freed, a gang changed), so it can move the pods the event may help.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -39,7 +38,7 @@ from scheduler_plugin.framework.stores import ObjectStore
 
 log = logging.getLogger("loadline.scheduler.cache")
 
-POD_GROUP_KIND = "PodGroup"  # digested into the snapshot's pod_groups
+POD_GROUP_KIND = "PodGroup"  # a change wakes only the gang's pods (`ClusterListener.gang_changed`)
 
 
 class ClusterListener(Protocol):
@@ -149,9 +148,6 @@ class ClusterCache:
         for resource, reflector in self.crds.items():
             if resource.store is not None:
                 reflector.add_handler(self._store_handler(resource, resource.store))
-            elif resource.kind == POD_GROUP_KIND:
-                others = [r for r in self.crds if r.kind == POD_GROUP_KIND and r != resource]
-                reflector.add_handler(self._pod_group_handler(others))
             else:
                 reflector.add_handler(self._custom_handler(resource))
 
@@ -286,12 +282,16 @@ class ClusterCache:
 
     # ------------------------------------------------------------------ plugins' stores
     def _store_handler(self, resource: WatchedResource, factory: Callable[[Snapshot], ObjectStore]) -> Any:
-        """A resource whose plugin digests it into its own store (NodeMetrics for LoadAware). A malformed
-        object is reported and the event still sent: the store may have changed (a NodeMetric emptied)."""
+        """A resource whose plugin digests it into its own store (NodeMetrics for LoadAware, PodGroups
+        for Coscheduling). A malformed NodeMetric is reported and the event still sent: its store
+        emptied the node's load. A PodGroup change wakes only its gang's pods."""
         store = self.snapshot.store(factory)
+        gang = resource.kind == POD_GROUP_KIND
 
         def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
-            name = object_key(obj)
+            key = object_key(obj)
+            # Both PodGroup API groups can hold an object of the same name: report them apart.
+            name = f"{key} ({obj.get('apiVersion') or 'unknown version'})" if gang else key
             if kind == "DELETED":
                 store.remove(obj)
                 self.malformed.clear(resource.kind, name)
@@ -301,7 +301,12 @@ class ClusterCache:
                     self.malformed.clear(resource.kind, name)
                 except MalformedObjectError as exc:
                     self.malformed.report(resource.kind, name, obj, exc)
-            self.listener.cluster_event(resource.event)
+                    if gang:
+                        return  # the last readable version stays: nothing changed
+            if gang:
+                self.listener.gang_changed(key)
+            else:
+                self.listener.cluster_event(resource.event)
 
         return handle
 
@@ -318,34 +323,6 @@ class ClusterCache:
             self.malformed.report("PodDisruptionBudget", f"{namespace}/{name}", obj, exc)
             return
         self.malformed.clear("PodDisruptionBudget", f"{namespace}/{name}")
-
-    # ------------------------------------------------------------------ PodGroups
-    def _pod_group_handler(self, others: list[WatchedResource]) -> Any:
-        """Both API groups share one namespace/name space in the snapshot; deleting the object
-        of one group falls back to the other group's object of the same name, if any."""
-
-        def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
-            key = object_key(obj)
-            meta = obj.get("metadata") or {}
-            namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-            label = f"{key} ({obj.get('apiVersion') or 'unknown version'})"
-            if kind == "DELETED":
-                self.malformed.clear("PodGroup", label)
-                fallback = next((f for r in others if (f := self.crds[r].store.get(key)) is not None), None)
-                self.snapshot.remove_pod_group(namespace, name)
-                if fallback is not None:
-                    with contextlib.suppress(MalformedObjectError):
-                        self.snapshot.upsert_pod_group(fallback)
-            else:
-                try:
-                    self.snapshot.upsert_pod_group(obj)
-                except MalformedObjectError as exc:
-                    self.malformed.report("PodGroup", label, obj, exc)
-                    return
-                self.malformed.clear("PodGroup", label)
-            self.listener.gang_changed(key)
-
-        return handle
 
     # ------------------------------------------------------------------ other resources
     def _custom_handler(self, resource: WatchedResource) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.server.attempts import PreemptionRecord
 from scheduler_plugin.server.scheduler import Scheduler
 
@@ -47,7 +48,7 @@ def _gang(scheduler: Scheduler, pod: PodInfo) -> dict[str, Any] | None:
         return {"error": pod.gang_error} if pod.gang_error else None
     snap = scheduler.snapshot
     members = member_keys(snap, ref.key)
-    group = snap.pod_groups.get(ref.key)
+    group = snap.store(PodGroups).get(ref.key)
     minimum = (group.min_member if group is not None else None) if ref.uses_crd else (ref.min_available or 1)
     waiting = sorted(
         w.pod.key

@@ -24,6 +24,7 @@ from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.framework.interfaces import watched_by
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import metrics as m
@@ -93,7 +94,7 @@ class SchedulerProcess:
         m.CACHE_SIZE.labels("nodes").set_function(lambda: float(snap.num_nodes))
         m.CACHE_SIZE.labels("pods").set_function(lambda: float(len(snap.pods)))
         m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
-        m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.pod_groups)))
+        m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.store(PodGroups))))
         m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(len(snap.store(NodeLoads))))
 
     def is_leader(self) -> bool:

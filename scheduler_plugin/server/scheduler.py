@@ -35,6 +35,7 @@ from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycl
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.attempts import AttemptLog
@@ -187,7 +188,7 @@ class Scheduler:
     def _activate_gang(self, gang_key: str, skip: str = "") -> None:
         """Bring a gang's parked members forward once it has enough members to be placed."""
         members = member_keys(self.snapshot, gang_key)
-        group = self.snapshot.pod_groups.get(gang_key)
+        group = self.snapshot.store(PodGroups).get(gang_key)
         sample = next((self.snapshot.pods[k] for k in members if k in self.snapshot.pods), None)
         minimum = group.min_member if group is not None else 1
         if sample is not None and sample.gang is not None and sample.gang.min_available:

@@ -18,11 +18,12 @@ from scheduler_plugin.framework.events import POD_GROUP
 from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import PODS, IndexArray, IntArray, Snapshot
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 
 GANG_INDEX = "coscheduling/gang"
 # Both API groups of PodGroup (scheduler-plugins', and the older one Koordinator vendors).
 POD_GROUP_RESOURCES = tuple(
-    WatchedResource("PodGroup", group, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, POD_GROUP)
+    WatchedResource("PodGroup", group, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, POD_GROUP, PodGroups)
     for group in (c.PODGROUP_GROUP, c.PODGROUP_GROUP_LEGACY)
 )
 
@@ -52,7 +53,7 @@ def assigned_members(snapshot: Snapshot, members: Iterable[str], exclude: str = 
 
 def resolve(ref: GangRef, snapshot: Snapshot, created: float) -> Gang:
     if ref.uses_crd:
-        group = snapshot.pod_groups.get(ref.key)
+        group = snapshot.store(PodGroups).get(ref.key)
         if group is None:
             return Gang(ref.key, 1, has_object=False, created=created)
         timeout = float(group.schedule_timeout_seconds) if group.schedule_timeout_seconds else None

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -16,6 +19,7 @@ from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.framework.status import Code, Status
 from scheduler_plugin.plugins.coscheduling import Coscheduling
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from tests.unit.scheduler.builders import T0, default_framework, gang_labels, node, pod, pod_group
 
 Obj = dict[str, Any]
@@ -61,7 +65,7 @@ def cycle(fw: Framework, snap: Snapshot, name: str) -> Any:
 def test_queue_sort_keeps_gangs_together() -> None:
     snap = Snapshot.from_objects(
         nodes=[node("n0")],
-        pod_groups=[pod_group("early", 2, created=T0 - 100), pod_group("late", 2, created=T0 + 100)],
+        stores={PodGroups: [pod_group("early", 2, created=T0 - 100), pod_group("late", 2, created=T0 + 100)]},
         pods=[
             pod("late-b", labels={CRD_LABEL: "late"}, created=T0 - 500),
             pod("early-a", labels={CRD_LABEL: "early"}, created=T0 + 900),
@@ -101,7 +105,7 @@ def test_prefilter_rejects_gang_with_too_few_pods() -> None:
 def test_prefilter_rejects_missing_podgroup_and_resource_gap() -> None:
     snap = Snapshot.from_objects(
         nodes=[node("n0", cpu="4", memory="8Gi")],
-        pod_groups=[pod_group("big", 2, min_resources={"cpu": "6", "memory": "1Gi"})],
+        stores={PodGroups: [pod_group("big", 2, min_resources={"cpu": "6", "memory": "1Gi"})]},
         pods=[pod("orphan", labels={CRD_LABEL: "nope"}),
               pod("big-0", labels={CRD_LABEL: "big"}), pod("big-1", labels={CRD_LABEL: "big"})],
     )
@@ -142,7 +146,7 @@ def test_permit_waits_for_min_member_then_allows_all() -> None:
 
 def test_timeout_rejects_the_whole_gang_and_releases_every_reservation() -> None:
     snap = Snapshot.from_objects(nodes=[node("n0"), node("n1"), node("n2")],
-                                 pod_groups=[pod_group("g", 3, timeout=30)],
+                                 stores={PodGroups: [pod_group("g", 3, timeout=30)]},
                                  pods=[pod(f"g-{i}", labels={CRD_LABEL: "g"}) for i in range(3)])
     fw, clock, _ = default_framework(snap)
     outcomes: list[Any] = []
@@ -327,3 +331,24 @@ def test_activation_of_a_pod_still_backing_off_sends_it_to_backoff_not_active() 
     clock.advance(1.0)  # initial backoff: 1 s after the failure
     assert queue.pop() is info
     assert queue.pending_attempts() == []
+
+
+def test_pod_groups_of_both_api_groups_share_a_name_and_deleting_one_falls_back_to_the_other() -> None:
+    groups = Snapshot().store(PodGroups)
+    current = pod_group("g", 2)
+    legacy = {**pod_group("g", 5), "apiVersion": "scheduling.sigs.k8s.io/v1alpha1"}
+    groups.upsert(current)
+    groups.upsert(legacy)
+    found = groups.get("default/g")
+    assert len(groups) == 1 and found is not None and found.min_member == 5  # the object seen last wins
+    groups.remove(legacy)
+    found = groups.get("default/g")
+    assert found is not None and found.min_member == 2
+    broken = pod_group("g", 3)
+    broken["spec"]["minMember"] = "three"
+    with pytest.raises(MalformedObjectError):
+        groups.upsert(broken)
+    found = groups.get("default/g")
+    assert found is not None and found.min_member == 2  # the last readable version stays
+    groups.remove(current)
+    assert groups.get("default/g") is None and len(groups) == 0

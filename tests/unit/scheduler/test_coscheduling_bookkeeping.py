@@ -12,6 +12,7 @@ from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.coscheduling import Coscheduling
+from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.coscheduling.state import GONE_GRACE_SECONDS, PRUNE_INTERVAL_SECONDS, GangState
 from tests.unit.scheduler.builders import T0, default_framework, gang_labels, node, pod, pod_group
 from tests.unit.scheduler.test_coscheduling import CRD_LABEL, config
@@ -115,7 +116,7 @@ def test_a_bound_gang_keeps_its_times_until_its_pods_are_deleted() -> None:
 # --------------------------------------------------------------------------- through the hooks
 def test_a_thousand_short_lived_gangs_leave_no_bookkeeping_behind_and_live_gangs_keep_theirs() -> None:
     snap = Snapshot.from_objects(nodes=[node(f"n{i}", cpu="64", memory="256Gi") for i in range(4)],
-                                 pod_groups=[pod_group("q", 2, timeout=100_000)])
+                                 stores={PodGroups: [pod_group("q", 2, timeout=100_000)]})
     fw, clock, binder = default_framework(snap, config(podGroupBackoffSeconds=5))
     plugin = coscheduling(fw)
 
