@@ -1,82 +1,53 @@
-"""The scheduler's view of the cluster: nodes as numpy rows, pods, and the plugins' stores.
+"""The scheduler's view of the cluster: node columns (`nodecolumns.py`), the pods accounted on
+them, and the plugins' stores.
 
 Fed from plain Kubernetes JSON (as list/watch deliver it) and updated incrementally, so
 the same object serves as the scheduler cache and as the per-cycle snapshot: scheduling
 is serial, and a pod placed in one cycle is visible ("assumed") to the next.
-
-Layout: resource-major. `allocatable[r, i]` is resource r of node row i, so a plugin
-reads one resource for its candidates as a contiguous 1-D `take`, and reductions over
-resources are element-wise (numpy is slow at reducing a 2-wide axis). Node i owns
-column i of every array (a "row" of the cluster); rows of removed nodes are marked
-invalid and reused. Resources are append-only (cpu, memory, pods, ephemeral-storage
-first, then extended resources as they appear), so a vector built for fewer resources
-stays a valid prefix. Labels, taints and annotations stay Python per node; label
-columns are materialised lazily per key for vectorised selector matching.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-from numpy.typing import NDArray
 
-from common.api import constants as c
-from common.api.malformed import MalformedObjectError
-from common.api.pod import scalar
-from common.api.quantity import Quantity, QuantityError
-from common.api.scheduling import Taint, parse_taints, string_map
 from scheduler_plugin.framework.disruption import DisruptionBudget
+from scheduler_plugin.framework.nodecolumns import (
+    CPU,
+    FIXED_RESOURCES,
+    MEMORY,
+    PODS,
+    BoolArray,
+    IndexArray,
+    IntArray,
+    LabelColumn,
+    NodeColumns,
+    NodeInfo,
+    parse_resource_list,
+)
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 from scheduler_plugin.framework.stores import ObjectStore
 
-FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
-CPU, MEMORY, PODS = 0, 1, 2
-
-IntArray = NDArray[np.int64]
-BoolArray = NDArray[np.bool_]
-IndexArray = NDArray[np.intp]
+# The node side is re-exported: plugins read one `Snapshot`.
+__all__ = [
+    "CPU",
+    "FIXED_RESOURCES",
+    "MEMORY",
+    "PODS",
+    "BoolArray",
+    "IndexArray",
+    "IntArray",
+    "LabelColumn",
+    "NodeInfo",
+    "PodRecord",
+    "Snapshot",
+    "parse_resource_list",
+]
 
 StoreT = TypeVar("StoreT", bound=ObjectStore)
-
-_snapshot_ids = itertools.count(1)
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-
-
-class NodeInfo:
-    """The Python side of one node row."""
-
-    __slots__ = (
-        "allocatable",
-        "annotations",
-        "index",
-        "labels",
-        "name",
-        "pods",
-        "raw",
-        "taint_set_id",
-        "taints",
-        "unschedulable",
-    )
-
-    def __init__(self, index: int, name: str) -> None:
-        self.index = index
-        self.name = name
-        self.labels: dict[str, str] = {}
-        self.annotations: dict[str, str] = {}
-        self.taints: tuple[Taint, ...] = ()
-        self.unschedulable = False
-        self.allocatable: dict[str, int] = {}
-        self.raw: Mapping[str, Any] = {}
-        self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
-        self.taint_set_id = 0
-
-    def __repr__(self) -> str:
-        return f"NodeInfo({self.name}@{self.index})"
 
 
 @dataclass(slots=True, eq=False)
@@ -91,53 +62,9 @@ class PodRecord:
     nonzero: tuple[int, int]
 
 
-@dataclass(slots=True)
-class LabelColumn:
-    """One label key across all node rows: integer codes (-1 = label absent) and their vocabulary."""
-
-    codes: NDArray[np.int32]
-    vocab: dict[str, int]
-    numbers: IntArray  # the value parsed as an integer (for Gt/Lt)
-    is_number: BoolArray
-
-
-def parse_resource_list(value: Any, field: str) -> dict[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise MalformedObjectError(f"{field}: expected an object")
-    out = {}
-    for name, raw in value.items():
-        try:
-            out[str(name)] = scalar(str(name), Quantity.parse(raw, field=f"{field}.{name}"))
-        except QuantityError as exc:
-            raise MalformedObjectError(str(exc)) from None
-    return out
-
-
-class Snapshot:
+class Snapshot(NodeColumns):
     def __init__(self, initial_capacity: int = 64) -> None:
-        self.uid = next(_snapshot_ids)
-        self.resource_names: list[str] = list(FIXED_RESOURCES)
-        self._resource_pos: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
-        cap = max(initial_capacity, 1)
-        r = len(self.resource_names)
-        self._allocatable = np.zeros((r, cap), np.int64)
-        self._requested = np.zeros((r, cap), np.int64)
-        self._nonzero = np.zeros((2, cap), np.int64)  # (milli-cpu, memory) with scoring defaults
-        self._valid = np.zeros(cap, np.bool_)
-        self._unschedulable = np.zeros(cap, np.bool_)
-        self._generation = np.zeros(cap, np.int64)
-        self._taint_set_ids = np.zeros(cap, np.int32)
-        self._slots = 0  # rows ever used (high-water mark)
-        self._free_rows: list[int] = []
-        self._nodes: list[NodeInfo | None] = []
-        self._node_by_name: dict[str, NodeInfo] = {}
-        self._gen_counter = 0
-        self.taint_sets: list[tuple[Taint, ...]] = [()]
-        self._taint_set_pos: dict[tuple[Taint, ...], int] = {(): 0}
-        self._label_columns: dict[str, LabelColumn] = {}
-        self._node_indices: IndexArray | None = None
+        super().__init__(initial_capacity)
         # pods
         self.pods: dict[str, PodInfo] = {}  # every known pod, pending or not
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
@@ -176,85 +103,6 @@ class Snapshot:
             snap.upsert_pod(pod)
         return snap
 
-    # ------------------------------------------------------------------ array views
-    @property
-    def num_slots(self) -> int:
-        return self._slots
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self._node_by_name)
-
-    @property
-    def allocatable(self) -> IntArray:
-        """(resources, rows): status.allocatable."""
-        return self._allocatable[:, : self._slots]
-
-    @property
-    def requested(self) -> IntArray:
-        """(resources, rows): sum of requests of the pods bound or assumed on the node; `pods` counts them."""
-        return self._requested[:, : self._slots]
-
-    @property
-    def nonzero_requested(self) -> IntArray:
-        """(2, rows): milli-cpu and memory requests with kube-scheduler's 100m/200Mi for request-less containers."""
-        return self._nonzero[:, : self._slots]
-
-    @property
-    def unschedulable(self) -> BoolArray:
-        return self._unschedulable[: self._slots]
-
-    @property
-    def generation(self) -> IntArray:
-        """Bumped whenever anything about a row changes (node, its pods, its NodeMetric)."""
-        return self._generation[: self._slots]
-
-    @property
-    def taint_set_ids(self) -> NDArray[np.int32]:
-        return self._taint_set_ids[: self._slots]
-
-    def node_indices(self) -> IndexArray:
-        """Rows of the nodes that exist, ascending."""
-        if self._node_indices is None:
-            self._node_indices = np.flatnonzero(self._valid[: self._slots]).astype(np.intp)
-        return self._node_indices
-
-    def node(self, index: int) -> NodeInfo:
-        info = self._nodes[index]
-        if info is None:
-            raise KeyError(f"no node at row {index}")
-        return info
-
-    def node_by_name(self, name: str) -> NodeInfo | None:
-        return self._node_by_name.get(name)
-
-    def node_name(self, index: int) -> str:
-        return self.node(int(index)).name
-
-    # ------------------------------------------------------------------ resources
-    def resource_column(self, name: str) -> int:
-        """Column of a resource, adding one (zeros everywhere) if it is new."""
-        pos = self._resource_pos.get(name)
-        if pos is None:
-            pos = len(self.resource_names)
-            self.resource_names.append(name)
-            self._resource_pos[name] = pos
-            self._allocatable = _add_column(self._allocatable)
-            self._requested = _add_column(self._requested)
-        return pos
-
-    def has_resource(self, name: str) -> bool:
-        return name in self._resource_pos
-
-    def vector(self, amounts: Mapping[str, int]) -> IntArray:
-        """A resource dict as a row vector in this snapshot's columns (adding columns as needed)."""
-        for name in amounts:
-            self.resource_column(name)
-        vec = np.zeros(len(self.resource_names), np.int64)
-        for name, amount in amounts.items():
-            vec[self._resource_pos[name]] = amount
-        return vec
-
     def pod_vector(self, pod: PodInfo) -> IntArray:
         """The pod's requests as a row vector, `pods` = 1 (every pod takes one pod slot)."""
         cached = pod.memo.get("snapshot_vector")
@@ -266,121 +114,24 @@ class Snapshot:
         pod.memo["snapshot_vector"] = (self.uid, vec)
         return vec
 
-    # ------------------------------------------------------------------ nodes
+    # ------------------------------------------------------------------ nodes and their pods
     def upsert_node(self, obj: Mapping[str, Any]) -> NodeInfo:
         """Add or update a node from its JSON. Raises MalformedObjectError (the node is then left as it was)."""
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise MalformedObjectError("node metadata.name: required")
-        labels = string_map(meta.get("labels"), "metadata.labels")
-        annotations = string_map(meta.get("annotations"), "metadata.annotations")
-        taints = parse_taints(spec.get("taints"))
-        allocatable = parse_resource_list(status.get("allocatable"), "status.allocatable")
-        for resource in allocatable:
-            self.resource_column(resource)
-
-        info = self._node_by_name.get(name)
-        is_new = info is None
-        if info is None:
-            info = NodeInfo(self._allocate_row(), name)
-            self._node_by_name[name] = info
-            self._nodes[info.index] = info
-            self._node_indices = None
-        i = info.index
-        labels_changed = is_new or labels != info.labels
-        info.labels = labels
-        info.annotations = annotations
-        info.taints = taints
-        info.unschedulable = bool(spec.get("unschedulable", False))
-        info.allocatable = allocatable
-        info.raw = obj
-        info.taint_set_id = self._intern_taints(taints)
-        self._valid[i] = True
-        self._unschedulable[i] = info.unschedulable
-        self._taint_set_ids[i] = info.taint_set_id
-        self._allocatable[:, i] = 0
-        for resource, amount in allocatable.items():
-            self._allocatable[self._resource_pos[resource], i] = amount
-        if labels_changed:
-            for key, column in self._label_columns.items():
-                _set_label_cell(column, i, labels.get(key))
+        info, is_new = self._upsert_node_row(obj)
         if is_new:
-            for pod in self._orphans.pop(name, {}).values():
+            for pod in self._orphans.pop(info.name, {}).values():
                 self._account(pod, info, assumed=False, assigned_at=_assigned_time(pod, None))
-        self._touch(i)
         return info
 
     def remove_node(self, name: str) -> None:
-        info = self._node_by_name.pop(name, None)
+        info = self._node_by_name.get(name)
         if info is None:
             return
-        i = info.index
         for key, record in list(info.pods.items()):
             self._unaccount(key)
             if not record.assumed:
                 self._orphans.setdefault(name, {})[key] = record.pod
-        self._nodes[i] = None
-        self._valid[i] = False
-        self._allocatable[:, i] = 0
-        self._requested[:, i] = 0
-        self._nonzero[:, i] = 0
-        for column in self._label_columns.values():
-            _set_label_cell(column, i, None)
-        self._free_rows.append(i)
-        self._node_indices = None
-        self._touch(i)
-
-    def _allocate_row(self) -> int:
-        if self._free_rows:
-            return self._free_rows.pop()
-        i = self._slots
-        if i >= len(self._valid):
-            self._grow_rows(max(2 * len(self._valid), 16))
-        self._slots += 1
-        self._nodes.append(None)
-        for column in self._label_columns.values():
-            _extend_label_column(column, self._slots)
-        return i
-
-    def _grow_rows(self, capacity: int) -> None:
-        def grow(arr: NDArray[Any], fill: Any = 0) -> NDArray[Any]:
-            out = np.full((*arr.shape[:-1], capacity), fill, arr.dtype)
-            out[..., : arr.shape[-1]] = arr
-            return out
-
-        self._allocatable = grow(self._allocatable)
-        self._requested = grow(self._requested)
-        self._nonzero = grow(self._nonzero)
-        self._valid = grow(self._valid, False)
-        self._unschedulable = grow(self._unschedulable, False)
-        self._generation = grow(self._generation)
-        self._taint_set_ids = grow(self._taint_set_ids)
-
-    def _intern_taints(self, taints: tuple[Taint, ...]) -> int:
-        pos = self._taint_set_pos.get(taints)
-        if pos is None:
-            pos = len(self.taint_sets)
-            self.taint_sets.append(taints)
-            self._taint_set_pos[taints] = pos
-        return pos
-
-    def _touch(self, i: int) -> None:
-        self._gen_counter += 1
-        self._generation[i] = self._gen_counter
-
-    # ------------------------------------------------------------------ labels
-    def label_column(self, key: str) -> LabelColumn:
-        column = self._label_columns.get(key)
-        if column is None:
-            n = len(self._valid)
-            column = LabelColumn(np.full(n, -1, np.int32), {}, np.zeros(n, np.int64), np.zeros(n, np.bool_))
-            for info in self._node_by_name.values():
-                _set_label_cell(column, info.index, info.labels.get(key))
-            self._label_columns[key] = column
-        return column
+        self._remove_node_row(name)
 
     # ------------------------------------------------------------------ pods
     def upsert_pod(self, obj: Mapping[str, Any]) -> PodInfo:
@@ -546,12 +297,6 @@ class Snapshot:
             found = self._stores[factory] = factory(self)
         return found  # type: ignore[return-value]  # keyed by the factory that made it
 
-    def touch_node(self, name: str) -> None:
-        """Something a plugin derives per node changed (its NodeMetric): the row is dirty."""
-        info = self._node_by_name.get(name)
-        if info is not None:
-            self._touch(info.index)
-
     # ------------------------------------------------------------------ PodDisruptionBudgets
     def upsert_disruption_budget(self, obj: Mapping[str, Any]) -> DisruptionBudget:
         budget = DisruptionBudget.from_dict(obj)
@@ -569,33 +314,3 @@ def _assigned_time(pod: PodInfo, previous: PodInfo | None) -> float:
     if previous is not None and previous.scheduled_at is not None:
         return previous.scheduled_at
     return pod.creation_timestamp
-
-
-def _add_column(arr: IntArray) -> IntArray:
-    """One more resource: a new row of zeros (resource-major layout)."""
-    return np.concatenate([arr, np.zeros((1, arr.shape[1]), arr.dtype)], axis=0)
-
-
-def _set_label_cell(column: LabelColumn, i: int, value: str | None) -> None:
-    if value is None:
-        column.codes[i] = -1
-        column.is_number[i] = False
-        return
-    code = column.vocab.setdefault(value, len(column.vocab))
-    column.codes[i] = code
-    if _INTEGER.fullmatch(value) is None:  # strconv.ParseInt(value, 10, 64): no spaces or underscores
-        column.is_number[i] = False
-        return
-    number = int(value)
-    in_range = -(2**63) <= number < 2**63
-    column.numbers[i] = number if in_range else 0
-    column.is_number[i] = in_range
-
-
-def _extend_label_column(column: LabelColumn, rows: int) -> None:
-    if len(column.codes) >= rows:
-        return
-    extra = max(rows, 2 * len(column.codes)) - len(column.codes)
-    column.codes = np.concatenate([column.codes, np.full(extra, -1, np.int32)])
-    column.numbers = np.concatenate([column.numbers, np.zeros(extra, np.int64)])
-    column.is_number = np.concatenate([column.is_number, np.zeros(extra, np.bool_)])
