@@ -9,9 +9,6 @@ from pathlib import Path
 
 from agent.collectors.base import Collector
 from agent.collectors.cgroups import CgroupCollector, PsiScope
-from agent.collectors.gpu import GpuCollector
-from agent.collectors.infiniband import InfinibandCollector
-from agent.collectors.netdev import NetdevCollector
 from agent.collectors.node import NodeCollector
 from agent.collectors.pods import PodRef
 
@@ -45,6 +42,25 @@ class CollectorSpec:
     help: str
 
 
+# The device collectors are imported when built: a disabled collector costs no import (node and cgroups always run).
+def _gpu(c: CollectorContext) -> Collector:
+    from agent.collectors.gpu import GpuCollector
+
+    return GpuCollector(c.proc_root)
+
+
+def _infiniband(c: CollectorContext) -> Collector:
+    from agent.collectors.infiniband import InfinibandCollector
+
+    return InfinibandCollector(c.sys_root)
+
+
+def _netdev(c: CollectorContext) -> Collector:
+    from agent.collectors.netdev import NetdevCollector
+
+    return NetdevCollector(c.proc_root, c.sys_root, netlink=c.netlink)
+
+
 COLLECTORS: tuple[CollectorSpec, ...] = (
     CollectorSpec("node", lambda c: NodeCollector(c.proc_root), True, "node CPU, memory, PSI from /proc"),
     CollectorSpec(
@@ -60,19 +76,9 @@ COLLECTORS: tuple[CollectorSpec, ...] = (
         True,
         "pod/container CPU, throttling, memory, PSI from cgroup v1/v2",
     ),
-    CollectorSpec("gpu", lambda c: GpuCollector(c.proc_root), True, "GPU per device and pod via NVML"),
-    CollectorSpec(
-        "infiniband",
-        lambda c: InfinibandCollector(c.sys_root),
-        True,
-        "InfiniBand/RoCE ports from sysfs",
-    ),
-    CollectorSpec(
-        "netdev",
-        lambda c: NetdevCollector(c.proc_root, c.sys_root, netlink=c.netlink),
-        True,
-        "network rates and links",
-    ),
+    CollectorSpec("gpu", _gpu, True, "GPU per device and pod via NVML"),
+    CollectorSpec("infiniband", _infiniband, True, "InfiniBand/RoCE ports from sysfs"),
+    CollectorSpec("netdev", _netdev, True, "network rates and links"),
 )
 
 
