@@ -401,9 +401,9 @@ def test_koord_managers_nodemetrics_and_nodeslos_are_read_by_loadline_without_a_
             assert metric is not None and slo is not None
             assert "koordinator-manager" in json.dumps(metric["metadata"].get("managedFields", []))
             NodeMetric.from_wire(metric)
-            parsed = NodeSLO.model_validate(slo)
-            assert parsed.spec is not None
-            assert slo["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] == 60
+            # what the agent's QoS enforcer reads from its node's NodeSLO (agent/qos/enforcer.py)
+            thresholds = NodeSLO.from_wire(slo).thresholds()
+            assert (thresholds.enable, thresholds.cpu_suppress_threshold_percent) == (True, 60)
 
         agent_port = free_port()
         agent = run_agent_simulation(plane, suite, tmp_path / "agent.log",
