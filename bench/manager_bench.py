@@ -25,14 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common.api.nodemetric_digest import NodeMetricDigest, PodUsage
 from manager.noderesource.formulas import batch_outcome, decide_node_update
-from manager.noderesource.model import (
-    NodeCapacity,
-    NodeMetricSnapshot,
-    PodOnNode,
-    PodUsage,
-    ResourcePair,
-)
+from manager.noderesource.model import NodeCapacity, PodOnNode, ResourcePair
 from manager.nodeslo.config import SLOControllerConfig, parse_slo_controller_config
 from manager.nodeslo.render import (
     batch_strategy_for_node,
@@ -86,7 +81,7 @@ class NodeInputs:
     annotations: dict[str, str]
     capacity: NodeCapacity
     pods: list[PodOnNode]
-    metric: NodeMetricSnapshot | None
+    metric: NodeMetricDigest | None
     current_batch: dict[str, int]
     last_written_at: datetime | None
 
@@ -110,14 +105,17 @@ def build_cluster(nodes: int, pods_per_node: int, seed: int = 6) -> list[NodeInp
             pod = PodOnNode(f"ns-{p % 7}", f"pod-{n}-{p}", "Running", priority, QOS_BY_PRIORITY[priority], request)
             pods.append(pod)
             if rng.random() < 0.9:  # some pods are not in the NodeMetric yet
-                used = ResourcePair(request.cpu_milli * rng.randrange(10, 120) // 100, request.memory_bytes // 2)
-                usages.append(PodUsage(pod.namespace, pod.name, priority, used))
-        usages.append(PodUsage("gone", f"dangling-{n}", "koord-prod", ResourcePair(150, GI)))
+                used = {"cpu": request.cpu_milli * rng.randrange(10, 120) // 100, "memory": request.memory_bytes // 2}
+                usages.append(PodUsage(pod.namespace, pod.name, used, priority))
+        usages.append(PodUsage("gone", f"dangling-{n}", {"cpu": 150, "memory": GI}, "koord-prod"))
         stale = n % 100 == 0
-        metric = NodeMetricSnapshot(
-            update_time=NOW - timedelta(minutes=30 if stale else 1),
-            system_usage=ResourcePair(rng.randrange(500, 3_000), rng.randrange(2, 8) * GI),
-            pods=usages,
+        metric = NodeMetricDigest(
+            f"node-{n}",
+            update_time=(NOW - timedelta(minutes=30 if stale else 1)).timestamp(),
+            has_status=True,
+            has_node_metric=True,
+            system_usage={"cpu": rng.randrange(500, 3_000), "memory": rng.randrange(2, 8) * GI},
+            pod_usages={u.key: u for u in usages},
         )
         current = {"kubernetes.io/batch-cpu": 20_000, "kubernetes.io/batch-memory": 80 * GI} if n % 3 else {}
         last = NOW - timedelta(seconds=rng.randrange(0, 600)) if n % 3 else None
