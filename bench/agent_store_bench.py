@@ -9,7 +9,7 @@
 2. Collect cycle: CPU time (process_time) per cycle of the node collector on the real /proc plus the
    cgroup collector on fixture trees (v1 cgroupfs and v2 systemd on /dev/shm), through the sampler (rates,
    derivations, ring write), one event loop as in the agent. Each shape runs twice: with the agent's default
-   container memory interval (5 s, read staggered; pods every cycle) and reading container memory every cycle.
+   container interval (5 s, containers read whole and staggered; pods every cycle) and reading containers every cycle.
    --real adds the same pod shapes as empty cgroups in this machine's v1 hierarchy (kernfs generates
    memory.stat for real; removed afterwards).
 3. RSS of this process after the largest run.
@@ -108,11 +108,11 @@ class StepClock:
 
 
 def measure_cycles(
-    pods: list[PodRef], cgroup_root: Path, parent: str, cycles: int, memory_every: float
+    pods: list[PodRef], cgroup_root: Path, parent: str, cycles: int, container_every: float
 ) -> tuple[float, float, int]:
     clock = StepClock()
     cg = CgroupCollector(
-        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_interval=memory_every
+        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_interval=container_every
     )
     sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
     loop = asyncio.new_event_loop()  # one loop for all cycles, as in the agent
@@ -163,7 +163,7 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
     default = AgentSettings.model_fields["container_interval_seconds"].default
     print(
         f"collect cycle (node on real /proc + cgroups + sampler), mean CPU per cycle over {cycles} cycles; "
-        f"container memory read every {default:g} s (agent default) / every cycle"
+        f"containers read every {default:g} s (agent default) / every cycle"
     )
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
         for n in pod_counts:
@@ -176,7 +176,7 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
                 tree = FakeCgroupTree(root, version, driver)
                 for p in pods:
                     tree.add_pod(p)
-                for every, label in ((default, ""), (1.0, "  [memory every cycle]")):
+                for every, label in ((default, ""), (1.0, "  [containers every cycle]")):
                     ms, cg_ms, stored = measure_cycles(pods, root, "", cycles, every)
                     print(
                         f"  {n:4d} pods x 3  fixture v{int(version)} {driver:8s}  {ms:6.2f} ms/cycle "
@@ -194,7 +194,7 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
                     for i in range(n)
                 ]
                 with real_v1_tree(real_pods) as parent:
-                    for every, label in ((default, ""), (1.0, "  [memory every cycle]")):
+                    for every, label in ((default, ""), (1.0, "  [containers every cycle]")):
                         ms, cg_ms, stored = measure_cycles(real_pods, Path("/sys/fs/cgroup"), parent, cycles, every)
                         print(
                             f"  {n:4d} pods x 3  REAL v1 cgroupfs      {ms:6.2f} ms/cycle "
