@@ -13,12 +13,10 @@ import json
 import math
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from typing import Any
 
 from common.api import constants as c
-from common.api.malformed import MalformedObjectError
-from common.api.nodemetric_digest import digest_node_metric
+from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.pod import kube_qos_class, pod_requests
 from common.api.quantity import Quantity, QuantityError, consumer_units
 from common.api.scheduling import parse_node_affinity, parse_taints, parse_tolerations
@@ -241,43 +239,33 @@ def workload_replicas(obj: JSON) -> tuple[str, int] | None:
 
 
 # ----------------------------------------------------------------------------- NodeMetrics
-@dataclass(frozen=True, slots=True)
-class ParsedNodeMetric:
-    """A NodeMetric as the round reads it, or the reason it cannot be used."""
+def malformed_problem(digest: NodeMetricDigest) -> str | None:
+    """Why the round cannot use this NodeMetric (the digest's own finding, in the round's words), or None."""
+    if digest.problem is None:
+        return None
+    return f"NodeMetric malformed: {digest.problem.field}: {digest.problem.detail}"
 
-    node_name: str
-    update_time: float | None = None
-    system_usage: ResourceValues | None = None  # None: no status.nodeMetric
-    pod_usages: Mapping[tuple[str, str], ResourceValues] = field(default_factory=dict)
-    problem: str | None = None
-    malformed: MalformedObjectError | None = None  # what was wrong, when the digest says so
 
-    def snapshot(self, keep: AbstractSet[tuple[str, str]] | None = None) -> NodeMetricSnapshot:
-        """The core's record; with ``keep``, only the podsMetric entries of those pods count."""
-        usages = self.pod_usages
-        if keep is not None and any(key not in keep for key in usages):
-            usages = {key: value for key, value in usages.items() if key in keep}
-        return NodeMetricSnapshot(
-            node_name=self.node_name, update_time=self.update_time, system_usage=self.system_usage, pod_usages=usages
-        )
+def round_node_metric(
+    digest: NodeMetricDigest, keep: AbstractSet[tuple[str, str]] | None = None
+) -> NodeMetricSnapshot:
+    """The round's record of a usable digest; with ``keep``, only the podsMetric entries of those pods count.
+
+    A NodeMetric the agent never filled in gives ``system_usage=None`` (the core says "no status.nodeMetric")."""
+    if not digest.has_status:
+        return NodeMetricSnapshot(node_name=digest.node_name, update_time=None, system_usage=None)
+    usages = {
+        (pod.namespace, pod.name): _values(pod.usage)
+        for pod in digest.pod_usages.values()
+        if keep is None or (pod.namespace, pod.name) in keep
+    }
+    return NodeMetricSnapshot(
+        node_name=digest.node_name,
+        update_time=digest.update_time,
+        system_usage=_values(digest.system_usage) if digest.has_node_metric else None,
+        pod_usages=usages,
+    )
 
 
 def _values(usage: Mapping[str, int] | None) -> ResourceValues:
     return {name: float(value) for name, value in (usage or {}).items()}
-
-
-def parse_node_metric(obj: JSON) -> ParsedNodeMetric:
-    """What the round reads of a NodeMetric, from the one digest every component shares."""
-    digest = digest_node_metric(obj)
-    if digest.problem is not None:
-        problem = digest.problem
-        text = f"NodeMetric malformed: {problem.field}: {problem.detail}"
-        return ParsedNodeMetric(digest.node_name, problem=text, malformed=problem)
-    if not digest.has_status:
-        return ParsedNodeMetric(digest.node_name)  # never reported: the core says "no status.nodeMetric"
-    return ParsedNodeMetric(
-        digest.node_name,
-        update_time=digest.update_time,
-        system_usage=_values(digest.system_usage) if digest.has_node_metric else None,
-        pod_usages={(pod.namespace, pod.name): _values(pod.usage) for pod in digest.pod_usages.values()},
-    )

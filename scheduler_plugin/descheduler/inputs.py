@@ -19,13 +19,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.kube.malformed import MalformedObjects
 from scheduler_plugin.descheduler.adapters import (
-    ParsedNodeMetric,
     controller_of,
+    malformed_problem,
     node_snapshot,
-    parse_node_metric,
     pod_snapshot,
+    round_node_metric,
     workload_replicas,
 )
 from scheduler_plugin.descheduler.model import NodeMetricSnapshot, NodeSnapshot, PodSnapshot
@@ -89,7 +90,7 @@ class InputCache:
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[JSON, NodeSnapshot | str]] = {}
         self._pods: dict[str, _PodEntry] = {}
-        self._metrics: dict[str, tuple[JSON, ParsedNodeMetric]] = {}
+        self._metrics: dict[str, tuple[JSON, NodeMetricDigest | str]] = {}
         self._replicas: dict[str, int] = {}
         self._work = 0
         self.malformed = MalformedObjects(("NodeMetric", "Node", "Pod"))
@@ -117,28 +118,30 @@ class InputCache:
         pod_list, entries, staying = await self._convert_pods(list(pods.items()), replicas, replicas_changed, problems)
 
         metrics: dict[str, NodeMetricSnapshot] = {}
-        fresh: dict[str, tuple[JSON, ParsedNodeMetric]] = {}
+        fresh: dict[str, tuple[JSON, NodeMetricDigest | str]] = {}
         for key, obj in list(node_metrics.items()):
             cached = self._metrics.get(key)
             if cached is not None and cached[0] is obj:
-                parsed = cached[1]
+                digest = cached[1]
             else:
                 await self._spend(self.CONVERSION_COST)
                 try:
-                    parsed = parse_node_metric(obj)
+                    digest = digest_node_metric(obj)
                 except Exception as exc:  # see the class docstring
-                    parsed = ParsedNodeMetric(key, problem=f"NodeMetric malformed: {type(exc).__name__}: {exc}")
+                    digest = f"NodeMetric malformed: {type(exc).__name__}: {exc}"
                     self.malformed.report("NodeMetric", key, obj, exc)
                 else:
-                    if parsed.malformed is not None:
-                        self.malformed.report("NodeMetric", key, obj, parsed.malformed)
+                    if digest.problem is not None:
+                        self.malformed.report("NodeMetric", key, obj, digest.problem)
                     else:
                         self.malformed.clear("NodeMetric", key)
-            fresh[key] = (obj, parsed)
-            if parsed.problem is not None:
-                problems.setdefault(parsed.node_name, parsed.problem)
+            fresh[key] = (obj, digest)
+            if isinstance(digest, str):
+                problems.setdefault(key, digest)
+            elif (problem := malformed_problem(digest)) is not None:
+                problems.setdefault(digest.node_name, problem)
             else:
-                metrics[parsed.node_name] = parsed.snapshot(staying.get(parsed.node_name, frozenset()))
+                metrics[digest.node_name] = round_node_metric(digest, staying.get(digest.node_name, frozenset()))
         self._metrics = fresh
         for node in problems:
             metrics.pop(node, None)

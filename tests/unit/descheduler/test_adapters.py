@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from common.api.nodemetric_digest import digest_node_metric
 from common.api.scheduling import Requirement, Taint, Toleration
 from scheduler_plugin.descheduler import DetectorStore, plan_round
-from scheduler_plugin.descheduler.adapters import node_snapshot, parse_node_metric, pod_snapshot
+from scheduler_plugin.descheduler.adapters import malformed_problem, node_snapshot, pod_snapshot, round_node_metric
 from scheduler_plugin.descheduler.inputs import InputCache
 from scheduler_plugin.descheduler.model import OwnerRef
 from tests.unit.descheduler.builders import make_args
@@ -118,16 +119,23 @@ def test_terminating_not_ready_and_garbage_quantities() -> None:
 
 # ----------------------------------------------------------------------------- NodeMetrics
 def test_node_metric_usages_in_core_units() -> None:
-    parsed = parse_node_metric(nodemetric_obj("n1", [("ns", "a", "300m", "1Gi")], system_cpu="0.5"))
-    assert parsed.problem is None
+    digest = digest_node_metric(nodemetric_obj("n1", [("ns", "a", "300m", "1Gi")], system_cpu="0.5"))
+    assert malformed_problem(digest) is None
+    parsed = round_node_metric(digest)
     assert parsed.update_time == NOW - 30
     assert parsed.system_usage == {"cpu": 500.0, "memory": 2.0 * GiB}
     assert parsed.pod_usages == {("ns", "a"): {"cpu": 300.0, "memory": float(GiB)}}
 
 
 def test_node_metric_never_reported_is_not_malformed() -> None:
-    parsed = parse_node_metric({"metadata": {"name": "n1"}})
-    assert parsed.problem is None and parsed.system_usage is None  # the core says "no status.nodeMetric"
+    digest = digest_node_metric({"metadata": {"name": "n1"}})
+    assert malformed_problem(digest) is None
+    assert round_node_metric(digest).system_usage is None  # the core says "no status.nodeMetric"
+
+
+def test_only_the_pods_kept_on_the_node_count() -> None:
+    digest = digest_node_metric(nodemetric_obj("n1", [("ns", "a", "300m", "1Gi"), ("ns", "gone", "1", "1Gi")]))
+    assert set(round_node_metric(digest, keep={("ns", "a")}).pod_usages) == {("ns", "a")}
 
 
 def test_malformed_node_metrics_name_the_field() -> None:
@@ -146,7 +154,7 @@ def test_malformed_node_metrics_name_the_field() -> None:
         "status.podsMetric: must be a list": wrong_type,
     }
     for expected, obj in cases.items():
-        assert parse_node_metric(obj).problem == "NodeMetric malformed: " + expected
+        assert malformed_problem(digest_node_metric(obj)) == "NodeMetric malformed: " + expected
 
 
 # ----------------------------------------------------------------------------- round inputs
