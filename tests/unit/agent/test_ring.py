@@ -109,3 +109,25 @@ def test_memory_stays_bounded_under_churn() -> None:
     assert len(ring) <= (retention + 1) * live_per_cycle
     assert ring.capacity <= 2 * (retention + 1) * live_per_cycle
     assert ring.nbytes() < 2 * (retention + 1) * live_per_cycle * 40 * 4 + 64 * 1024
+
+
+def test_a_repeated_column_reuses_its_rows_until_rows_change() -> None:
+    """The steady-state fast path (same keys as the last column) must write exactly what the slow path would,
+    also after a row was freed and reused by another key, and when the caller mutates its key list."""
+    ring = SampleRing(8, initial_rows=4, max_rows=4)
+    keys = ["a", "b", "c"]
+    ring.append_column(1.0, keys, [1.0, 2.0, 3.0])
+    ring.append_column(2.0, keys, [4.0, 5.0, 6.0])  # cached rows
+    assert [ring.values[ring.row_of(k), ring.head] for k in keys] == [4.0, 5.0, 6.0]
+    ring.forget(["a"])  # the same keys next, but a row was freed: the cached rows must not be used
+    ring.append_column(2.5, keys, [4.5, 5.5, 6.5])
+    assert [ring.values[ring.row_of(k), ring.head] for k in keys] == [4.5, 5.5, 6.5]
+    ring.forget(["a"])  # frees a row, which another key then takes
+    ring.append_column(3.0, ["d"], [7.0])  # "d" takes a's old row
+    ring.append_column(4.0, keys, [8.0, 9.0, 10.0])  # "a" comes back in a new row
+    assert ring.row_of("a") != ring.row_of("d")
+    assert [ring.values[ring.row_of(k), ring.head] for k in keys] == [8.0, 9.0, 10.0]
+    assert np.isnan(ring.values[ring.row_of("d"), ring.head])
+    keys[2] = "d"  # the same list object, other contents
+    ring.append_column(5.0, keys, [11.0, 12.0, 13.0])
+    assert ring.values[ring.row_of("d"), ring.head] == 13.0 and np.isnan(ring.values[ring.row_of("c"), ring.head])
