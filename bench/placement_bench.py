@@ -374,7 +374,7 @@ async def run_mode(plane: ControlPlane, mode: str, specs: list[WorkloadSpec], *,
                 await http.create(rs_path, replicaset_object(spec, namespace, scheduler))
 
         await asyncio.gather(*(create(s) for s in specs))
-        deadline = time.monotonic() + args.arrival_seconds + 120
+        deadline = time.monotonic() + args.arrival_seconds + 600  # a loaded host creates pods slowly
         bound = 0
         while time.monotonic() < deadline:
             bound = sum(1 for p in reflector.store.values() if running_on(p, system))
