@@ -129,9 +129,19 @@ class RealCluster:
         self.wait_all_ready()
         return time.monotonic() - started
 
-    def upgrade(self, *sets: str) -> None:
+    def upgrade(self, *sets: str, values: dict[str, Any] | None = None) -> None:
+        """`helm upgrade --reuse-values` with `--set`s and/or a values file (lists replace the old ones whole)."""
         args = [a for s in sets for a in ("--set", s)]
+        if values is not None:
+            extra = self.plane.root / f"upgrade-values-{time.monotonic_ns()}.yaml"
+            extra.write_text(yaml.safe_dump(values))
+            args += ["-f", str(extra)]
         self.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--skip-crds", "--reuse-values", *args)
+
+    def test_values(self) -> dict[str, Any]:
+        """The values the session installed with (chart_values)."""
+        values: dict[str, Any] = yaml.safe_load(self.values_file.read_text())
+        return values
 
     def uninstall(self) -> None:
         self.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout=120s")
@@ -160,13 +170,17 @@ class RealCluster:
         result: dict[str, Any] = self.kubectl_json("get", "nodemetric", node or self.node.name)
         return result
 
+    def logs(self, component: str, tail: int = 60) -> str:
+        """The last lines of every pod of a component (`kubectl logs`), to put into a failure message."""
+        proc = self.plane.kubectl("logs", "-n", NAMESPACE, "-l", f"app.kubernetes.io/component={component}",
+                                  f"--tail={tail}", "--prefix", "--max-log-requests=10", check=False)  # fmt: skip
+        return f"----- {component} pods (kubectl logs --tail={tail}) -----\n{proc.stdout}{proc.stderr}"
+
     def log_report(self) -> str:
         pods = self.plane.kubectl("get", "pods", "-A", "-o", "wide", check=False).stdout
         logs = []
         for component in COMPONENTS:
-            proc = self.plane.kubectl("logs", "-n", NAMESPACE, "-l", f"app.kubernetes.io/component={component}",
-                                      "--tail=30", "--prefix", check=False)  # fmt: skip
-            logs.append(f"----- {component} pods -----\n{proc.stdout}{proc.stderr}")
+            logs.append(self.logs(component, tail=30))
         return "\n".join([self.plane.log_report(), self.node.log_report(), pods, *logs])
 
 

@@ -6,6 +6,7 @@ last. Workload pods run the Loadline image (it has python3; there is no registry
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import urllib.request
@@ -22,8 +23,10 @@ from common.api.quantity import Quantity
 from tests.harness.realnode import REAL_NODE_LABEL
 from tests.integration.realnode_cluster import (
     AGGREGATE_SECONDS,
+    COMPONENTS,
     LEASE,
     NAMESPACE,
+    RELEASE,
     REPORT_INTERVAL,
     RealCluster,
 )
@@ -53,7 +56,9 @@ while True:
 
 
 # ----------------------------------------------------------------------------- helpers
-def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5,
+             context: Callable[[], str] | None = None) -> Any:  # fmt: skip
+    """`check()` once truthy; else an AssertionError naming `what`, the last result and `context()` (logs)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -65,7 +70,8 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
             if last:
                 return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
+    details = f"\n{context()}" if context else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){details}")
 
 
 def burner_pod(name: str, namespace: str, *, cores: float, mib: int, node: str | None = None,
@@ -191,7 +197,7 @@ def test_helm_install_brings_every_component_up_on_the_real_node(real_cluster: R
     assert ds["status"]["desiredNumberScheduled"] == 1 and ds["status"]["numberReady"] == 1
     # leader election: one holder per leader-elected component, a pod of that component
     for lease, component in (("loadline-manager", "manager"), ("loadline-scheduler", "scheduler")):
-        holder = wait_for(f"{lease} holder", lambda lease=lease: real_cluster.lease_holder(lease), 30)
+        holder = wait_for(f"{lease} holder", functools.partial(real_cluster.lease_holder, lease), 30)
         assert holder_pod(real_cluster, component, holder), f"{lease} held by {holder}, not a {component} pod"
     # the agent pod runs without privilege, as root with every capability dropped (values.yaml says why)
     context = real_cluster.pods("agent")[0]["spec"]["containers"][0]["securityContext"]
@@ -390,6 +396,41 @@ def test_the_standby_replica_takes_the_lease_when_the_leader_pod_is_deleted(
     print(f"\n{lease}: {leader} -> {new} in {took:.1f}s")
     assert holder_pod(real_cluster, component, new) not in ("", leader_pod)
     real_cluster.wait_all_ready()
+
+
+# ----------------------------------------------------------------------------- §3 upgrade (before uninstall)
+def test_helm_upgrade_with_a_changed_value_rolls_every_pod(real_cluster: RealCluster) -> None:
+    """A changed value (every component's log level) gives every Loadline pod a new template: all are replaced
+    (new UIDs), come back Ready on the real node, from the same image."""
+    before = {c: {p["metadata"]["uid"] for p in real_cluster.pods(c)} for c in COMPONENTS}
+    values = real_cluster.test_values()
+    debug = {c: {"args": [*(values.get(c) or {}).get("args", []), "--log-level=debug"]} for c in COMPONENTS}
+    started = time.monotonic()
+    real_cluster.upgrade(values=debug)
+    real_cluster.wait_all_ready()
+
+    def rolled() -> dict[str, list[dict[str, Any]]] | None:
+        now = {c: real_cluster.pods(c) for c in COMPONENTS}
+        done = all(pods and not ({p["metadata"]["uid"] for p in pods} & before[c]) for c, pods in now.items())
+        return now if done else None
+
+    after = wait_for("every Loadline pod replaced", rolled, 120, context=lambda: "\n".join(
+        real_cluster.logs(c, tail=20) for c in COMPONENTS))  # fmt: skip
+    took = time.monotonic() - started
+    print(f"\nhelm upgrade -> every Loadline pod replaced and Ready: {took:.1f}s")
+    for component, pods in after.items():
+        assert len(pods) == len(before[component]), (
+            f"{component}: {len(pods)} pods after, {len(before[component])} before"
+        )
+        for p in pods:
+            container = p["spec"]["containers"][0]
+            assert container["image"] == real_cluster.image
+            assert "--log-level=debug" in container.get("args", []), f"{p['metadata']['name']} not upgraded"
+            assert p["spec"]["nodeName"] == real_cluster.node.name
+            ready = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+            assert ready.get("Ready") == "True", f"{p['metadata']['name']} not Ready"
+    revision = json.loads(real_cluster.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)[-1]
+    assert revision["status"] == "deployed" and revision["revision"] >= 2
 
 
 # ----------------------------------------------------------------------------- §3 uninstall (last)
