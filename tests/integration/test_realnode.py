@@ -24,7 +24,9 @@ from tests.harness.realnode import REAL_NODE_LABEL
 from tests.integration.realnode_cluster import (
     AGGREGATE_SECONDS,
     COMPONENTS,
+    IDLE_HIGH_THRESHOLDS,
     LEASE,
+    LOW_THRESHOLDS,
     NAMESPACE,
     RELEASE,
     REPORT_INTERVAL,
@@ -362,6 +364,131 @@ def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: Real
                                        "--field-selector=involvedObject.name=placed,reason=Scheduled")["items"]  # fmt: skip
     sources = {e.get("reportingComponent") or (e.get("source") or {}).get("component") for e in events}
     assert any("loadline" in (s or "") for s in sources), f"Scheduled events from {sources}, none from Loadline"
+
+
+def idle_nodemetric(cluster: RealCluster, node: str) -> None:
+    """A fresh NodeMetric saying a kwok node is idle: somewhere low for the descheduler to move pods to."""
+    cluster.plane.apply({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}})
+    now = datetime.now().astimezone().isoformat(timespec="seconds")
+    idle = {"resources": {"cpu": "100m", "memory": "1Gi"}}
+    cluster.plane.kubectl("patch", "nodemetric", node, "--subresource=status", "--type=merge", "-p", json.dumps({
+        "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
+
+
+def victim_deployment(cluster: RealCluster, namespace: str, replicas: int) -> dict[str, Any]:
+    spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
+                      resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
+    # Preferred, not required: LowNodeLoad only evicts a pod that would fit on another (low) node.
+    del spec["nodeSelector"]
+    spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        "weight": 100, "preference": {"matchExpressions": [
+            {"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}}  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "victim", "namespace": namespace},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "victim"}},
+                 "template": {"metadata": {"labels": {"app": "victim"}}, "spec": spec}},
+    }  # fmt: skip
+
+
+def pods_by_label(cluster: RealCluster, namespace: str, selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", selector)["items"]
+    return items
+
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def pod_metrics(cluster: RealCluster, component: str, port: int, names: tuple[str, ...]) -> dict[tuple[str, Labels], float]:
+    """Samples of the named metrics summed over a component's pods, keyed by (name, sorted labels); read from
+    the host, which reaches pod IPs through the CNI bridge."""
+    totals: dict[tuple[str, Labels], float] = {}
+    for p in cluster.pods(component):
+        ip = p["status"].get("podIP")
+        if not ip:
+            continue
+        try:
+            with urllib.request.urlopen(f"http://{ip}:{port}/metrics", timeout=3) as response:
+                text = response.read().decode()
+        except OSError:
+            continue
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in names:
+                    key = (sample.name, tuple(sorted(sample.labels.items())))
+                    totals[key] = totals.get(key, 0.0) + sample.value
+    return totals
+
+
+def set_descheduler_thresholds(cluster: RealCluster, low: dict[str, int], high: dict[str, int]) -> None:
+    """helm upgrade with new LowNodeLoad thresholds; the config checksum rolls the Deployments."""
+    cluster.upgrade(*(f"descheduler.lowNodeLoad.{kind}Thresholds.{resource}={value[resource]}"
+                      for kind, value in (("low", low), ("high", high)) for resource in ("cpu", "memory")))  # fmt: skip
+    cluster.wait_all_ready()
+
+
+def test_descheduler_pod_evicts_from_the_hot_real_node_and_honours_a_pdb(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    """The real node is made hot by lowering LowNodeLoad's thresholds below what this machine always uses (2 %),
+    not by a burner: on a shared machine the burner's load would come and go with everyone else's. A kwok node
+    with an idle NodeMetric is the low node the victim fits on."""
+    idle_nodemetric(real_cluster, real_cluster.kwok_nodes[0])
+    # Two replicas: LowNodeLoad never moves a workload whose every replica is within maxUnavailablePerWorkload
+    # (1 below 4 replicas), so a one-replica Deployment is "too small to migrate" and never evicted.
+    real_cluster.plane.apply(victim_deployment(real_cluster, workload_ns, replicas=2))
+    real_cluster.plane.kubectl("rollout", "status", "deployment/victim", "-n", workload_ns, "--timeout=60s", timeout=70)
+    real_cluster.plane.apply({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "keep", "namespace": workload_ns},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "victim"}}},
+    })  # fmt: skip
+    # The PDB's status must allow nothing before the descheduler looks (kube-controller-manager computes it).
+    wait_for("the PDB computed", lambda: (s := real_cluster.kubectl_json("get", "pdb", "keep", "-n", workload_ns)
+             .get("status") or {}).get("currentHealthy") == 2 and s.get("disruptionsAllowed") == 0, 30)  # fmt: skip
+    victims = pods_by_label(real_cluster, workload_ns, "app=victim")
+    assert {p["spec"]["nodeName"] for p in victims} == {real_cluster.node.name}
+    uids = {p["metadata"]["uid"] for p in victims}
+    names_before = {p["metadata"]["name"] for p in victims}
+    port = int(real_cluster.test_values().get("descheduler", {}).get("port", 10252))
+    names = ("loadline_descheduler_evictions_total", "loadline_descheduler_pods_skipped_total",
+             "loadline_descheduler_nodes", "loadline_descheduler_nodes_skipped")  # fmt: skip
+
+    def evictions(result: str) -> float:
+        counted = pod_metrics(real_cluster, "descheduler", port, names)
+        return sum(v for (name, labels), v in counted.items() if name == names[0] and ("result", result) in labels)
+
+    def context() -> str:
+        counted = pod_metrics(real_cluster, "descheduler", port, names)
+        lines = [f"{name}{dict(labels)} {v:g}" for (name, labels), v in sorted(counted.items()) if v]
+        events = real_cluster.plane.kubectl("get", "events", "-n", workload_ns, "--sort-by=.lastTimestamp", check=False)
+        return "\n".join(["descheduler metrics:", *lines, f"events in {workload_ns}:", events.stdout,
+                          real_cluster.logs("descheduler", tail=80)])  # fmt: skip
+
+    set_descheduler_thresholds(real_cluster, low={"cpu": 1, "memory": 1}, high={"cpu": 2, "memory": 2})
+    try:
+        hot_at = time.monotonic()
+        refused = wait_for("an eviction refused by the PDB", lambda: evictions("refused"), 60, context=context)
+        logs = real_cluster.logs("descheduler", tail=400)
+        assert "eviction refused" in logs and workload_ns in logs, f"the refusal is not logged\n{context()}"
+        assert {p["metadata"]["uid"] for p in pods_by_label(real_cluster, workload_ns, "app=victim")} == uids, (
+            f"a pod the PDB protects was evicted\n{context()}")  # fmt: skip
+        print(f"\nevictions refused by the PDB: {refused:g}, {time.monotonic() - hot_at:.1f}s after the thresholds "
+              f"were lowered")  # fmt: skip
+        real_cluster.plane.kubectl("delete", "pdb", "keep", "-n", workload_ns)
+        freed_at = time.monotonic()
+        # Refused pods sit out 5 descheduling intervals (2 s each) before they are tried again.
+        gone = wait_for("a victim evicted", lambda: uids - {p["metadata"]["uid"] for p in pods_by_label(
+            real_cluster, workload_ns, "app=victim") if not p["metadata"].get("deletionTimestamp")}, 60,
+            context=context)  # fmt: skip
+        took = time.monotonic() - freed_at
+        assert evictions("evicted") >= 1, context()
+        events = real_cluster.kubectl_json("get", "events.events.k8s.io", "-n", workload_ns,
+                                           "--field-selector=reason=Descheduled")["items"]  # fmt: skip
+        evicted = {(e.get("regarding") or {}).get("name") for e in events}
+        assert evicted & names_before, f"no Descheduled event on a victim pod ({evicted})\n{context()}"
+        print(f"evicted {len(gone)} victim pod(s) {took:.1f}s after the PDB was deleted: {events[0].get('note')}")
+    finally:
+        set_descheduler_thresholds(real_cluster, low=LOW_THRESHOLDS, high=IDLE_HIGH_THRESHOLDS)
 
 
 # ----------------------------------------------------------------------------- §4 restarts
