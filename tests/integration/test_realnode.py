@@ -345,8 +345,15 @@ def test_besteffort_pods_are_held_to_the_suppress_target_on_real_cgroups(
     finally:
         set_suppress(real_cluster, enable=False)
         real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s", check=False)
-    # Enforcement off: the quota is lifted and the BE pod gets its CPU back. (That it also comes back when only the
-    # LS load goes away needs a machine whose other work leaves room below the threshold; a shared one may not.)
+    # Enforcement off: the quota is lifted and the BE pod gets its CPU back. That it also comes back with enforcement
+    # ON when only the LS pod goes away is not asserted here, for any threshold: the suppress formula (Koordinator's)
+    # counts everything outside pods as system usage, suppress = 2 cores * t - LS - (host busy - pods). On this
+    # shared machine other work takes every cycle the pods leave (idle 0 in /proc/stat), so while BE is held at
+    # quota q, system = 2 - LS - q; when LS leaves, the others take its share within milliseconds, system becomes
+    # 2 - q and suppress = 2t - 2 + q <= q: the quota cannot rise whatever t is. On a machine whose other work
+    # leaves room r, it rises to min(1, 2t - (2 - r)). The rise itself (target up when non-BE usage falls, +10 % of
+    # the node per round) is covered by tests/unit/qos/test_cpu_suppress.py and, on a real cgroup whose usage the
+    # test controls, by tests/integration/test_qos_enforcement.py.
     wait_for("the BE quota lifted", lambda: int(quota_file.read_text()) == -1, 60)
     released = cpu_rate(be_cgroup, 4)
     print(f"enforcement off: quota -1, BE cgroup used {released:.3f} cores")
