@@ -258,6 +258,26 @@ def _launch(plane: ControlPlane, process: KoordProcess, ready: str, timeout: flo
     return process
 
 
+def _config_and_serving_flags(
+    plane: ControlPlane, name: str, document: dict[str, Any]
+) -> tuple[Path, int, int, list[str]]:
+    """Write `document` (pointed at the plane's kubeconfig) as the component's config file; pick its ports.
+    Returns (config path, secure port, insecure port, flags) for koord-scheduler and koord-descheduler alike."""
+    document["clientConnection"] = {**document.get("clientConnection", {}), "kubeconfig": str(plane.kubeconfig)}
+    path = plane.root / f"{name}-config.yaml"
+    path.write_text(yaml.safe_dump(document))
+    port, insecure = free_port(), free_port()
+    flags = [
+        f"--config={path}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={port}",
+        # the deprecated insecure port still binds (default 10251, shared machine-wide) unless moved
+        "--address=127.0.0.1",
+        f"--port={insecure}",
+    ]
+    return path, port, insecure, flags
+
+
 def start_koord_scheduler(
     plane: ControlPlane,
     config: Mapping[str, Any] | None = None,
@@ -277,21 +297,13 @@ def start_koord_scheduler(
         plane.kubeconfig, scheduler_name=name, load_aware_args=load_aware_args,
         only_load_aware_score=only_load_aware_score, leader_elect=leader_elect, lease_name=name,
     )  # fmt: skip
-    document["clientConnection"] = {**document.get("clientConnection", {}), "kubeconfig": str(plane.kubeconfig)}
     profiles = document.get("profiles") or [{}]
-    path = plane.root / f"{name}-config.yaml"
-    path.write_text(yaml.safe_dump(document))
-    port, insecure = free_port(), free_port()
+    path, port, insecure, serving = _config_and_serving_flags(plane, name, document)
     process = KoordProcess(
         name,
         [
             str(koordbuild.ensure(["koord-scheduler"])["koord-scheduler"]),
-            f"--config={path}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            # the deprecated insecure port still binds (default 10251, shared machine-wide) unless moved
-            "--address=127.0.0.1",
-            f"--port={insecure}",
+            *serving,
             "--authentication-skip-lookup=true",
             f"--v={verbosity}",
             *extra_args,
@@ -326,20 +338,12 @@ def start_koord_descheduler(
         interval_seconds=interval_seconds, dry_run=dry_run, low_node_load_args=low_node_load_args,
         leader_elect=leader_elect, lease_name=name,
     )  # fmt: skip
-    document["clientConnection"] = {**document.get("clientConnection", {}), "kubeconfig": str(plane.kubeconfig)}
-    path = plane.root / f"{name}-config.yaml"
-    path.write_text(yaml.safe_dump(document))
-    port, insecure = free_port(), free_port()
+    path, port, insecure, serving = _config_and_serving_flags(plane, name, document)
     process = KoordProcess(
         name,
         [
             str(koordbuild.ensure(["koord-descheduler"])["koord-descheduler"]),
-            f"--config={path}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            # the deprecated insecure port still binds (default 10251, shared machine-wide) unless moved
-            "--address=127.0.0.1",
-            f"--port={insecure}",
+            *serving,
             # its default is a directory relative to the working directory; keep its self-signed cert in the root
             f"--cert-dir={plane.root / f'{name}-certs'}",
             f"--v={verbosity}",
