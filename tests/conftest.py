@@ -8,8 +8,10 @@ printed with its report.
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -17,6 +19,17 @@ import pytest
 from tests.harness.controlplane import ControlPlane, fake_node
 from tests.harness.processes import Component
 from tests.harness.promtool import PromtoolMissing, ensure_promtool
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A CI runner or `timeout` stops a run with SIGTERM, which would kill pytest without running a single
+    # fixture teardown (etcd, kube-apiserver, the real node would be left behind). As an interrupt, pytest
+    # unwinds every fixture first, as it does on Ctrl-C.
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
