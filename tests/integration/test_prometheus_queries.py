@@ -157,6 +157,8 @@ def components(
     finally:
         for component in started:
             component.stop()
+        # The session's later schedulers would count this unreadable NodeMetric too (its node goes with kwok_nodes).
+        cluster.kubectl("delete", "nodemetric", stray, "--ignore-not-found", check=False)
 
 
 def _substitute(expr: str, window: str) -> str:
