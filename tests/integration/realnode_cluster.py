@@ -4,6 +4,7 @@ etcd + kube-apiserver + kube-controller-manager + kube-scheduler + kwok (two fak
 + containerd/runc/CNI bridge/kubelet (tests/harness/realnode), the Loadline image imported into containerd,
 and `helm install` of deploy/helm/loadline with short intervals. Built once per session by the
 `real_cluster` fixture (tests/integration/conftest.py); torn down, host state included, at the end.
+`burner_pod` is the workload pod the real-node tests load this machine with.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port
-from tests.harness.realnode import RealNode
+from tests.harness.realnode import REAL_NODE_LABEL, RealNode
 
 CHART = REPO_ROOT / "deploy" / "helm" / "loadline"
 NAMESPACE = "loadline-system"
@@ -95,6 +96,57 @@ def chart_values(image: str, agent_port: int) -> dict[str, Any]:
                 "nodeMetricExpirationSeconds": 600,  # the kwok node's NodeMetric is written once by a test
             },
         },
+    }
+
+
+# Burns CORES of CPU (self-paced on its own CPU time, so the average holds under contention it can win) while
+# holding MIB MiB of touched anonymous memory.
+BURNER = r"""
+import os, time
+cores, mib = float(os.environ["CORES"]), int(os.environ["MIB"])
+held = bytearray(mib * 1024 * 1024)
+for i in range(0, len(held), 4096):
+    held[i] = 1
+print("holding", mib, "MiB, burning", cores, "cores", flush=True)
+cpu0, t0 = time.process_time(), time.monotonic()
+while True:
+    if time.process_time() - cpu0 < cores * (time.monotonic() - t0):
+        for _ in range(20000):
+            pass
+    else:
+        time.sleep(0.002)
+"""
+
+
+def burner_pod(name: str, namespace: str, *, cores: float, mib: int, node: str | None = None,
+               labels: dict[str, str] | None = None, priority_class: str | None = None,
+               resources: dict[str, Any] | None = None, scheduler: str | None = None,
+               image: str) -> dict[str, Any]:  # fmt: skip
+    spec: dict[str, Any] = {
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "burn",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["python3", "-c", BURNER],
+                "env": [{"name": "CORES", "value": str(cores)}, {"name": "MIB", "value": str(mib)}],
+                "resources": resources or {},
+            }
+        ],
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+    }
+    if node:
+        spec["nodeName"] = node
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    if scheduler:
+        spec["schedulerName"] = scheduler
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
     }
 
 

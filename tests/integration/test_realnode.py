@@ -32,30 +32,13 @@ from tests.integration.realnode_cluster import (
     RELEASE,
     REPORT_INTERVAL,
     RealCluster,
+    burner_pod,
 )
 
 # The first test also sets up the session's real cluster (and may wait for another real node on this machine).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 MiB = 1024**2
 CGROUP = Path("/sys/fs/cgroup")
-
-# Burns CORES of CPU (self-paced on its own CPU time, so the average holds under contention it can win) while
-# holding MIB MiB of touched anonymous memory.
-BURNER = r"""
-import os, time
-cores, mib = float(os.environ["CORES"]), int(os.environ["MIB"])
-held = bytearray(mib * 1024 * 1024)
-for i in range(0, len(held), 4096):
-    held[i] = 1
-print("holding", mib, "MiB, burning", cores, "cores", flush=True)
-cpu0, t0 = time.process_time(), time.monotonic()
-while True:
-    if time.process_time() - cpu0 < cores * (time.monotonic() - t0):
-        for _ in range(20000):
-            pass
-    else:
-        time.sleep(0.002)
-"""
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -75,38 +58,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: floa
         time.sleep(interval)
     details = f"\n{context()}" if context else ""
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){details}")
-
-
-def burner_pod(name: str, namespace: str, *, cores: float, mib: int, node: str | None = None,
-               labels: dict[str, str] | None = None, priority_class: str | None = None,
-               resources: dict[str, Any] | None = None, scheduler: str | None = None,
-               image: str) -> dict[str, Any]:  # fmt: skip
-    spec: dict[str, Any] = {
-        "terminationGracePeriodSeconds": 0,
-        "containers": [
-            {
-                "name": "burn",
-                "image": image,
-                "imagePullPolicy": "Never",
-                "command": ["python3", "-c", BURNER],
-                "env": [{"name": "CORES", "value": str(cores)}, {"name": "MIB", "value": str(mib)}],
-                "resources": resources or {},
-            }
-        ],
-        "nodeSelector": {REAL_NODE_LABEL: "true"},
-    }
-    if node:
-        spec["nodeName"] = node
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    if scheduler:
-        spec["schedulerName"] = scheduler
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": spec,
-    }
 
 
 def pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
