@@ -2,7 +2,8 @@
 Koordinator's koord-scheduler on the same pods and nodes; with `--closed-loop`, each with its descheduler.
 
     .venv/bin/python bench/placement_bench.py [--nodes 100] [--pods 1000] [--arrival-seconds 40]
-        [--steady-seconds 20] [--interval 2] [--weight 5] [--seed 7] [--modes kube,extender,loadline,koord]
+        [--steady-seconds 20] [--interval 2] [--weight 5] [--loadline-weight 1] [--seed 7]
+        [--modes kube,extender,loadline,koord]
     .venv/bin/python bench/placement_bench.py --closed-loop [--steady-seconds 150] [--deschedule-interval 10]
 
 Starts its own control plane (etcd, kube-apiserver, kube-controller-manager, kwok — tests/harness) with
@@ -13,7 +14,8 @@ on the same nodes (bench/placement_components.py starts each):
   extender  the same kube-scheduler calling `python -m scheduler_plugin.extender` (LoadAwareScheduling,
             Koordinator's defaults: cpu threshold 65 %) for filter and prioritize, nodeCacheCapable,
             weight `--weight`
-  loadline  `loadline scheduler`, its default profile (kube's default plugins + LoadAwareScheduling)
+  loadline  `loadline scheduler`, its default profile (kube's default plugins + LoadAwareScheduling,
+            weight 1; `--loadline-weight` to change it)
   koord     Koordinator v1.8.0's koord-scheduler, kube's default plugins + LoadAwareScheduling, its defaults
 
 Workload (identical in every run, fixed by `--seed`): `--pods` pods in ReplicaSets of 2–8 replicas,
@@ -504,7 +506,7 @@ def start_scheduler(plane: ControlPlane, mode: str, args: argparse.Namespace) ->
                   "nodeCacheCapable": True, "httpTimeout": "5s", "managedResources": []}  # fmt: skip
         return [extender, components.start_kube_scheduler(plane, name, config)], base
     if mode == "loadline":
-        return [components.start_loadline_scheduler(plane, name)[0]], ""
+        return [components.start_loadline_scheduler(plane, name, args.loadline_weight)[0]], ""
     if mode == "koord":
         return [components.start_koord_scheduler(plane, name)], ""
     raise ValueError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
@@ -652,6 +654,9 @@ def main() -> int:
     parser.add_argument("--deschedule-interval", type=float, default=10.0, help="seconds between descheduling rounds")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between NodeMetric reports")
     parser.add_argument("--weight", type=int, default=5, help="extender weight in kube-scheduler's configuration")
+    parser.add_argument("--loadline-weight", type=int, metavar="W",
+                        help="LoadAwareScheduling's score weight in Loadline's scheduler (default: its default "
+                        "profile's 1, Koordinator's chart value)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--extender-arg", action="append", default=[], metavar="ARG",
                         help="extra flag for the extender, e.g. --extender-arg=--score-scaling=absolute (repeatable)")
@@ -693,7 +698,8 @@ def main() -> int:
           f"(real cpu independent of requests), steady phase {args.steady_seconds:.0f}s, "
           f"NodeMetrics every {args.interval:g}s, extender weight {args.weight}"
           + (f", descheduling every {args.deschedule_interval:g}s" if args.closed_loop else "")
-          + (f", extender {' '.join(args.extender_arg)}" if args.extender_arg else ""))
+          + (f", extender {' '.join(args.extender_arg)}" if args.extender_arg else "")
+          + (f", loadline LoadAware weight {args.loadline_weight}" if args.loadline_weight is not None else ""))
     met = report_closed(results, args) if args.closed_loop else report_open(results, args)
     if args.json:
         Path(args.json).write_text(json.dumps(

@@ -52,14 +52,20 @@ def start_extender(plane: ControlPlane, extra_args: list[str]) -> tuple[Componen
     return extender, base
 
 
-def start_loadline_scheduler(plane: ControlPlane, scheduler_name: str) -> tuple[Component, str]:
-    """`loadline scheduler`, its default profile (kube's default plugins + LoadAwareScheduling, Koordinator's args)."""
+def start_loadline_scheduler(
+    plane: ControlPlane, scheduler_name: str, load_aware_weight: int | None = None
+) -> tuple[Component, str]:
+    """`loadline scheduler`, its default profile (kube's default plugins + LoadAwareScheduling, Koordinator's args);
+    `load_aware_weight` re-lists LoadAwareScheduling with that weight instead of the default profile's 1."""
     port = free_port()
     config = plane.root / f"{scheduler_name}.yaml"
+    profile: dict[str, Any] = {"schedulerName": scheduler_name}
+    if load_aware_weight is not None:
+        profile["plugins"] = {"multiPoint": {"enabled": [{"name": "LoadAwareScheduling", "weight": load_aware_weight}]}}
     config.write_text(yaml.safe_dump({
         "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"qps": 5000, "burst": 5000},
-        "profiles": [{"schedulerName": scheduler_name}]}))  # fmt: skip
+        "profiles": [profile]}))  # fmt: skip
     component = _python(plane, f"loadline-scheduler-{scheduler_name}",
                         ["scheduler", f"--kubeconfig={plane.kubeconfig}", f"--config={config}",
                          "--bind-address=127.0.0.1", f"--port={port}", "--no-leader-elect",
