@@ -39,7 +39,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _failed(request: pytest.FixtureRequest) -> bool:
+def failed(request: pytest.FixtureRequest) -> bool:
+    """Whether the test of `request` failed in setup or in its body (fixtures print component logs then)."""
     return any(
         getattr(request.node, f"rep_{when}", None) is not None and getattr(request.node, f"rep_{when}").failed
         for when in ("setup", "call")
@@ -60,16 +61,21 @@ def control_plane() -> Iterator[ControlPlane]:
 def cluster(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """The session control plane, with component logs printed if this test fails."""
     yield control_plane
-    if _failed(request):
+    if failed(request):
         print("\n" + control_plane.log_report())
+
+
+def namespace_in(plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace of `plane` for one test (body of the `namespace` fixtures); deleted afterwards."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    plane.kubectl("create", "namespace", name)
+    yield name
+    plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 @pytest.fixture
 def namespace(cluster: ControlPlane) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    yield from namespace_in(cluster)
 
 
 @pytest.fixture(scope="session")
@@ -103,9 +109,44 @@ def _own_control_plane(request: pytest.FixtureRequest, *, install_crds: bool) ->
     try:
         yield plane
     finally:
-        if _failed(request):
+        if failed(request):
             print("\n" + plane.log_report())
         plane.stop()
+
+
+def module_plane(
+    setup: Callable[[ControlPlane], object] = lambda plane: None,
+) -> tuple[object, object]:  # pytest's fixture type is not public; the module binds them by name
+    """Fixtures `own_plane` and `plane` for a test module whose components act on every Node (or NodeMetric, ...)
+    they see, so it cannot share the session control plane: `own_plane, plane = module_plane(setup)`.
+
+    `own_plane` (module scope): a control plane of the module's own with kwok, then `setup(plane)`; stopped after
+    the module's last test. `plane` (per test): that plane; the components the test started (`plane.extra`) are
+    stopped after it, so the next test starts from none of them, and the logs are printed when it failed.
+    """
+
+    @pytest.fixture(scope="module", name="own_plane")
+    def own_plane() -> Iterator[ControlPlane]:
+        """This module's control plane with kwok (see `module_plane`)."""
+        started = ControlPlane.start()
+        try:
+            started.start_kwok()
+            setup(started)
+            yield started
+        finally:
+            started.stop()
+
+    @pytest.fixture(name="plane")
+    def plane(own_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+        """The module's plane; what this test started is stopped afterwards, logs printed when it failed."""
+        before = len(own_plane.extra)
+        yield own_plane
+        if failed(request):
+            print("\n" + own_plane.log_report(80))
+        for component in own_plane.extra[before:]:
+            component.stop()
+
+    return own_plane, plane
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import _failed
+from tests.conftest import failed
 from tests.harness.image import ensure_image
 from tests.integration.realnode_cluster import RealCluster, start_real_cluster, stop_real_cluster
 
@@ -31,5 +31,5 @@ def real_cluster_session() -> Iterator[RealCluster]:
 def real_cluster(real_cluster_session: RealCluster, request: pytest.FixtureRequest) -> Iterator[RealCluster]:
     """The session's real cluster, with component and Loadline pod logs printed if the test fails."""
     yield real_cluster_session
-    if _failed(request):
+    if failed(request):
         print("\n" + real_cluster_session.log_report())

@@ -33,7 +33,7 @@ from common.api.nodemetric import NodeMetric
 from common.api.nodeslo import NodeSLO
 from common.api.quantity import Quantity
 from scheduler_plugin.plugins.loadaware.formulas import combine_scores, estimate_pod, least_used_score
-from tests.conftest import _failed
+from tests.conftest import module_plane, namespace_in
 from tests.harness import koordinator
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.koordinator import DEFAULT_LOAD_AWARE_ARGS
@@ -63,34 +63,12 @@ Obj = dict[str, Any]
 
 
 # --- fixtures --------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def own_plane() -> Iterator[ControlPlane]:
-    plane = ControlPlane.start()
-    try:
-        plane.start_kwok()
-        koordinator.install_koord_crds(plane)
-        yield plane
-    finally:
-        plane.stop()
-
-
-@pytest.fixture
-def plane(own_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """The module's plane; what this test started is stopped afterwards, logs printed when it failed."""
-    before = len(own_plane.extra)
-    yield own_plane
-    if _failed(request):
-        print("\n" + own_plane.log_report(80))
-    for component in own_plane.extra[before:]:
-        component.stop()
+own_plane, plane = module_plane(koordinator.install_koord_crds)
 
 
 @pytest.fixture
 def namespace(plane: ControlPlane) -> Iterator[str]:
-    name = f"kc-{uuid.uuid4().hex[:6]}"
-    plane.kubectl("create", "namespace", name)
-    yield name
-    plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    yield from namespace_in(plane)
 
 
 def make_nodes(plane: ControlPlane, prefix: str, count: int, **node_args: Any) -> tuple[str, list[str]]:

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
 from common.api.quantity import Quantity
+from tests.conftest import module_plane, namespace_in
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok
 from tests.integration.scheduler_support import SCHEDULER_NAME, running_scheduler
@@ -181,40 +182,22 @@ def threshold_of(plane: ControlPlane, node: str) -> int | None:
 
 
 # --- fixtures ------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def own_plane() -> Iterator[ControlPlane]:
-    plane = ControlPlane.start()
-    try:
-        plane.start_kwok()
-        plane.kubectl("create", "namespace", NAMESPACE)
-        yield plane
-    finally:
-        plane.stop()
+own_plane, plane = module_plane(lambda plane: plane.kubectl("create", "namespace", NAMESPACE))
 
 
-@pytest.fixture
-def plane(own_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
-    """The module's control plane; this test's managers are stopped afterwards, logs printed on failure."""
-    before = len(own_plane.extra)
-    yield own_plane
-    if any(
-        getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
-        for w in ("setup", "call")
-    ):
-        print("\n" + own_plane.log_report(80))
+@pytest.fixture(autouse=True)
+def dump_manager_logs(plane: ControlPlane) -> Iterator[None]:
+    """DUMP_MANAGER_LOGS=1: the logs of what each test started, also when it passed (for reading what they did)."""
+    before = len(plane.extra)
+    yield
     if os.environ.get("DUMP_MANAGER_LOGS"):
-        for comp in own_plane.extra[before:]:
+        for comp in plane.extra[before:]:
             print(f"----- {comp.name}\n{comp.log_tail(200)}")
-    for comp in own_plane.extra[before:]:
-        if comp.name.startswith("manager-"):
-            comp.stop()
 
 
 @pytest.fixture
-def test_namespace(plane: ControlPlane) -> str:
-    name = f"t-{uuid.uuid4().hex[:6]}"
-    plane.kubectl("create", "namespace", name)
-    return name
+def test_namespace(plane: ControlPlane) -> Iterator[str]:
+    yield from namespace_in(plane)
 
 
 # --- tests ---------------------------------------------------------------------------------------
