@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -399,19 +399,27 @@ def ensure(names: list[str] | None = None, force: bool = False) -> dict[str, Pat
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m tests.harness.build",
-        description="Build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm "
-        "and kwok from the Go module proxy "
-        "into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
-    )
-    parser.add_argument("components", nargs="*", help=f"subset to build (default: all of {', '.join(COMPONENTS)})")
+def build_cli(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    description: str,
+    components: Sequence[str],
+    build: Callable[[list[str] | None, bool], Mapping[str, Path]],
+    paths_help: str = "print name=path for each component",
+) -> int:
+    """The command line of a builder (this module, koordbuild): `[components ...] [--force] [--print-paths]`.
+
+    `build(names or None, force)` returns what --print-paths prints as name=path; a BuildError is exit code 1 with
+    its message (argparse's own usage errors stay exit code 2).
+    """
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("components", nargs="*", help=f"subset to build (default: all of {', '.join(components)})")
     parser.add_argument("--force", action="store_true", help="rebuild even when cached")
-    parser.add_argument("--print-paths", action="store_true", help="print name=path for each component")
+    parser.add_argument("--print-paths", action="store_true", help=paths_help)
     args = parser.parse_args(argv)
     try:
-        paths = ensure(args.components or None, force=args.force)
+        paths = build(args.components or None, args.force)
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -419,6 +427,18 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in paths.items():
             print(f"{name}={path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return build_cli(
+        argv,
+        prog="python -m tests.harness.build",
+        description="Build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm "
+        "and kwok from the Go module proxy "
+        "into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
+        components=COMPONENTS,
+        build=lambda names, force: ensure(names, force=force),
+    )
 
 
 if __name__ == "__main__":

@@ -13,13 +13,12 @@ Standard library only: this runs before the project's virtualenv exists.
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import sys
 from pathlib import Path
 
-from tests.harness.build import BuildError, _go_env, _log, _run, building, cache_root, go_binary, module_info
+from tests.harness.build import BuildError, _go_env, _log, _run, build_cli, building, cache_root, go_binary, module_info
 
 KOORDINATOR_VERSION = "1.8.0"
 KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
@@ -115,28 +114,15 @@ def ensure(names: list[str] | None = None, force: bool = False) -> dict[str, Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    return build_cli(
+        argv,
         prog="python -m tests.harness.koordbuild",
         description=f"Build Koordinator v{KOORDINATOR_VERSION}'s {', '.join(KOORD_COMPONENTS)} from the Go module "
         "proxy into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
+        components=KOORD_COMPONENTS,
+        build=lambda names, force: {**ensure(names, force=force), "crds": crd_dir()},
+        paths_help="print name=path for each component, and crds=DIR",
     )
-    parser.add_argument(
-        "components", nargs="*", help=f"subset to build (default: all of {', '.join(KOORD_COMPONENTS)})"
-    )
-    parser.add_argument("--force", action="store_true", help="rebuild even when cached")
-    parser.add_argument("--print-paths", action="store_true", help="print name=path for each component, and crds=DIR")
-    args = parser.parse_args(argv)
-    try:
-        paths = ensure(args.components or None, force=args.force)
-        crds = crd_dir()
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    if args.print_paths:
-        for name, path in paths.items():
-            print(f"{name}={path}")
-        print(f"crds={crds}")
-    return 0
 
 
 if __name__ == "__main__":
