@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -150,19 +151,30 @@ def test_a_refused_pod_is_left_out_and_the_next_best_relieves_the_node() -> None
 
 
 def test_lead_runs_rounds_every_interval_and_reports_health() -> None:
-    d, _ = make(deschedulingInterval="0.05s")
+    interval = 0.05
+    d, _ = make(deschedulingInterval=f"{interval}s")
     cluster(d)
+    wanted = 8  # about 0.4 s of rounds on an idle machine
 
-    async def run() -> None:
+    async def run() -> float:
+        started = time.monotonic()
         task = asyncio.create_task(d.lead())
-        await asyncio.sleep(0.4)
+        # Wait for the rounds, not for a fixed time: under load (~20 on 2 cores) a round can take longer than the
+        # interval, and 0.4 s once held only 3. A wrong interval (the 60 s default, a unit slip) misses the deadline.
+        deadline = started + 60
+        while d.rounds < wanted:
+            assert time.monotonic() < deadline, f"{d.rounds} rounds in 60 s at a {interval} s interval"
+            await asyncio.sleep(0.01)
         assert d.leading and d.healthy() == (True, "ok")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+        return time.monotonic() - started
 
-    asyncio.run(run())
-    assert 4 <= d.rounds <= 10
+    elapsed = asyncio.run(run())
+    # Never faster than the interval, however slow the machine: round starts at least `interval` apart within
+    # `elapsed` are at most elapsed / interval + 1 (a loop that skipped the sleep would run thousands).
+    assert wanted <= d.rounds <= elapsed / interval + 1, (d.rounds, elapsed)
     assert not d.leading
 
 
