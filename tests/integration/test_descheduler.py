@@ -24,6 +24,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.conftest import failed
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port
 from tests.objects import MakeNodeMetric
@@ -207,11 +208,6 @@ class Daemon:
             )
 
 
-def _failed(request: pytest.FixtureRequest) -> bool:
-    return any(getattr(request.node, f"rep_{w}", None) is not None and getattr(request.node, f"rep_{w}").failed
-               for w in ("setup", "call"))  # fmt: skip
-
-
 @pytest.fixture
 def daemons(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Daemon]]:
     """Factory: start `loadline descheduler` against a control plane with the given LowNodeLoadArgs;
@@ -249,7 +245,7 @@ def daemons(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable
     yield start
     for daemon in started:
         daemon.component.stop()
-        if _failed(request):
+        if failed(request):
             print(f"\n----- {daemon.component.name} ({daemon.component.log_path}) -----\n{daemon.component.log_tail(150)}")
 
 
@@ -653,7 +649,7 @@ def loadline_scheduler(
     yield start
     for component in started:
         component.stop()
-        if _failed(request):
+        if failed(request):
             print(f"\n----- {component.name} ({component.log_path}) -----\n{component.log_tail(150)}")
 
 
