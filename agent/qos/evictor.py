@@ -1,8 +1,24 @@
-"""BE memory eviction through the Eviction API (PodDisruptionBudgets are honoured by the API server).
+"""BE memory eviction by deleting the pod: its own node only, enforced by the API server; no PDB check.
 
 Each round plans with the memory_evict core (threshold, lower bound, victim order, cool-down);
 every eviction is logged, written as an event on the pod (`evictPodSuccess` / `evictPodFail`,
 Koordinator's reasons with its "trigger by koordlet feature" wording) and counted.
+
+Why DELETE and not the Eviction API: the API server can hold a DELETE to the agent's own node, not
+an Eviction. Admission sees a deleted pod as `oldObject`, so the chart's ValidatingAdmissionPolicy
+(templates/admission-policy.yaml) lets the agent's account delete only pods whose `spec.nodeName` is
+the node its token is bound to (as NodeRestriction does for kubelets); an Eviction CREATE shows
+admission only the Eviction's name and namespace, never the pod, so a stolen token holding
+`pods/eviction` could evict any pod in the cluster.
+
+What it costs: PodDisruptionBudgets are not consulted. Neither does the kubelet's node-pressure
+eviction (it stops the pod's containers and marks it Failed), nor koordlet by default: its memory
+eviction stops the victim's containers through the container runtime, and uses the Eviction API
+(with `pods/eviction` on every pod in its ClusterRole) only with `--only-evict-by-api`.
+
+The DELETE carries a UID precondition, so a namesake created since (a StatefulSet's, perhaps on
+another node) is never hit (409), and no grace period of its own: the pod gets its
+`terminationGracePeriodSeconds`, as it did through the Eviction API.
 """
 
 from __future__ import annotations
@@ -24,7 +40,7 @@ from agent.qos.memory_evict import (
 from agent.qos.usage import UsageSnapshot
 from common.api.nodeslo import ResourceThresholdStrategy
 from common.kube.events import EventRecorder
-from common.kube.http import KubeError, KubeHTTP
+from common.kube.http import KubeError, KubeHTTP, resource_path
 
 log = logging.getLogger("loadline.agent.qos")
 
@@ -105,18 +121,15 @@ class MemoryEvictor:
         return plan
 
     async def _evict(self, pod: Mapping[str, Any], victim: BEPodMemory, reason: str) -> bool:
-        path = f"/api/v1/namespaces/{victim.namespace}/pods/{victim.name}/eviction"
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": victim.name, "namespace": victim.namespace},
-        }
+        path = resource_path("", "v1", "pods", namespace=victim.namespace, name=victim.name)
+        # Exactly the planned pod: a namesake created since (a StatefulSet's, maybe on another node) answers 409.
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
         note = f"trigger by koordlet feature {FEATURE}: {reason}; pod uses {victim.memory_used_bytes} bytes"
         try:
-            await self.http.create(path, body)
+            await self.http.delete(path, body)
         except KubeError as exc:
-            if exc.is_not_found:
-                self._evicted.add(victim.uid)  # already gone
+            if exc.is_not_found or exc.is_conflict:
+                self._evicted.add(victim.uid)  # already gone (or replaced by a namesake)
                 return False
             metrics.ACTIONS.labels("evict_failed").inc()
             failure = f"{victim.uid}: {exc.status}"

@@ -10,6 +10,7 @@ a sample of what it must not do (`TABLES`), with the status code and the message
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
@@ -26,6 +27,13 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.qos.evictor import MemoryEvictor
+from agent.qos.inputs import NodeFacts
+from agent.qos.memory_evict import MemoryEvictionPlan
+from agent.qos.usage import PodUsageSample, UsageSnapshot
+from common.api.nodeslo import ResourceThresholdStrategy
+from common.kube.events import EventRecorder
+from common.kube.http import KubeHTTP
 from tests.harness.build import KUBERNETES_VERSION
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok, wait_until
@@ -40,6 +48,7 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 NODEMETRICS = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
 NODESLOS = "/apis/slo.koordinator.sh/v1alpha1/nodeslos"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+NO_UID = "00000000-0000-0000-0000-000000000000"  # a UID no pod has: a namesake's
 
 
 # ----------------------------------------------------------------------------- chart and tokens
@@ -135,9 +144,24 @@ class Scene:
         return lambda: self.nodemetric(node)
 
 
-def agent_rows(s: Scene, *, eviction_granted: bool = True) -> list[Row]:
+def pod_path(namespace: str, pod: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods/{pod}"
+
+
+def delete_options(uid: str) -> dict[str, Any]:
+    """What the agent's memory eviction sends with its DELETE (agent/qos/evictor.py)."""
+    return {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+
+
+def deleted_elsewhere(s: Scene) -> str:
+    """The own-node policy's refusal of the agent deleting the other node's pod."""
+    return (f"loadline-agent on node {s.own_node} may delete only pods on node {s.own_node}, "
+            f"not {s.ns}/{s.other_pod} on {s.other_node}")  # fmt: skip
+
+
+def agent_rows(s: Scene) -> list[Row]:
     own, other = s.current(s.own_node), s.current(s.other_node)
-    rows = [
+    return [
         Row("update its own node's NodeMetric status", "PUT", f"{NODEMETRICS}/{s.own_node}/status", 200, body=own),
         Row("list pods", "GET", "/api/v1/pods?limit=1", 200),
         Row("get its node", "GET", f"/api/v1/nodes/{s.own_node}", 200),
@@ -155,28 +179,29 @@ def agent_rows(s: Scene, *, eviction_granted: bool = True) -> list[Row]:
         Row("list Secrets", "GET", "/api/v1/secrets", 403, denied("list", "secrets", "agent")),
         Row("patch a Node", "PATCH", f"/api/v1/nodes/{s.own_node}", 403, denied("patch", "nodes", "agent"),
             body={"metadata": {"labels": {"x": "y"}}}, content_type="application/merge-patch+json"),
-    ]
-    if eviction_granted:
-        rows.append(Row("evict (dry run) a pod on its own node", "POST",
-                        f"/api/v1/namespaces/{s.ns}/pods/{s.own_pod}/eviction", 201,
-                        body=eviction(s.ns, s.own_pod)))
-        # The Eviction API shows admission only the Eviction (pod name and namespace), never the pod: no
-        # ValidatingAdmissionPolicy can see the node a pod runs on. Pinned here so that a fix shows; README.
-        rows.append(Row("evict (dry run) a pod on another node: NOT stopped (README Security)", "POST",
-                        f"/api/v1/namespaces/{s.ns}/pods/{s.other_pod}/eviction", 201,
-                        body=eviction(s.ns, s.other_pod)))
-    else:
-        rows.append(Row("evict a pod (QoS enforcement off)", "POST",
-                        f"/api/v1/namespaces/{s.ns}/pods/{s.own_pod}/eviction", 403,
-                        denied("create", "pods/eviction", "agent"), body=eviction(s.ns, s.own_pod)))
-    return rows
+        # BE memory eviction deletes the pod: admission sees the pod (oldObject) and the policy its node. Dry runs
+        # go through authorization and admission like real ones.
+        Row("delete (dry run) a pod on its own node", "DELETE", pod_path(s.ns, s.own_pod) + "?dryRun=All", 200),
+        Row("delete (dry run) a pod on another node", "DELETE", pod_path(s.ns, s.other_pod) + "?dryRun=All", 403,
+            deleted_elsewhere(s)),
+        Row("delete (dry run) a namesake of a pod on its node (another UID)", "DELETE",
+            pod_path(s.ns, s.own_pod) + "?dryRun=All", 409, f"the UID in the precondition ({NO_UID}) does not match",
+            body=delete_options(NO_UID)),
+        # No Eviction API: admission never sees an Eviction's pod, so no policy could hold it to this node.
+        Row("evict a pod (the Eviction API)", "POST", f"{pod_path(s.ns, s.own_pod)}/eviction", 403,
+            denied("create", "pods/eviction", "agent"), body=eviction(s.ns, s.own_pod)),
+    ]  # fmt: skip
 
 
 def unbound_agent_rows(s: Scene) -> list[Row]:
-    return [Row("update a NodeMetric status with a token bound to no node", "PUT",
-                f"{NODEMETRICS}/{s.own_node}/status", 403,
-                "loadline-agent may write a NodeMetric only with a token bound to a pod on a node",
-                body=s.current(s.own_node))]  # fmt: skip
+    return [
+        Row("update a NodeMetric status with a token bound to no node", "PUT", f"{NODEMETRICS}/{s.own_node}/status",
+            403, "loadline-agent may write a NodeMetric only with a token bound to a pod on a node",
+            body=s.current(s.own_node)),
+        Row("delete (dry run) a pod with a token bound to no node", "DELETE",
+            pod_path(s.ns, s.own_pod) + "?dryRun=All", 403,
+            "loadline-agent may delete a pod only with a token bound to a pod on a node"),
+    ]  # fmt: skip
 
 
 def common_denials(component: str, s: Scene) -> list[Row]:
@@ -427,8 +452,52 @@ def test_tokens_may_do_what_their_component_needs_and_nothing_of_a_sample_beyond
     assert wrong == [], "\n".join(wrong)
 
 
+def test_the_agents_memory_eviction_deletes_on_its_own_node_only(secured: Setup) -> None:
+    """The agent's own eviction code with its own token: a BE pod on its node is deleted (evictPodSuccess); a BE pod
+    on another node, handed to it as a victim (a compromised or confused agent), is refused by the API server's
+    policy (evictPodFail with the policy's message) and stays."""
+    plane, s = secured.plane, scene(secured)
+    names = {s.own_node: "be-own-node", s.other_node: "be-other-node"}
+    for node, name in names.items():
+        plane.apply([{"apiVersion": "v1", "kind": "Pod",
+                      "metadata": {"name": name, "namespace": s.ns, "labels": {"koordinator.sh/qosClass": "BE"}},
+                      "spec": {"nodeName": node, "containers": [{"name": "c", "image": "fake"}]}}])  # fmt: skip
+    pods = {p["metadata"]["uid"]: p for p in (plane_pod(plane, s.ns, name) for name in names.values()) if p}
+    config = kubeconfig_for(plane, "agent-evictor", token(plane, "agent", bound_pod="agent-stand-in"))
+
+    async def evict() -> MemoryEvictionPlan | None:
+        http = await KubeHTTP.connect(config)
+        try:
+            evictor = MemoryEvictor(http, EventRecorder(http, "loadline-agent", s.own_node))
+            # 15 of 16 GiB used >= 70 %: release 16 GiB x (93 - 68) % = 4 GiB > the two pods' 3 GiB: both are victims.
+            usage = UsageSnapshot(0.0, 1.0, 15 * 2**30, {uid: PodUsageSample(0.1, 1.5 * 2**30) for uid in pods})
+            return await evictor.round(ResourceThresholdStrategy(memory_evict_threshold_percent=70),
+                                       NodeFacts(8000, 16 * 2**30, 0, ()), usage, pods)  # fmt: skip
+        finally:
+            await http.close()
+
+    plan = asyncio.run(evict())
+    assert plan is not None and {v.name for v in plan.victims} == set(names.values()), plan
+    own = plane_pod(plane, s.ns, names[s.own_node], missing_ok=True)
+    assert own is None or own["metadata"].get("deletionTimestamp"), "the pod on its own node was not deleted"
+    other = plane_pod(plane, s.ns, names[s.other_node])
+    assert other and not other["metadata"].get("deletionTimestamp"), "the pod on another node was deleted"
+    events = json.loads(plane.kubectl("get", "events.events.k8s.io", "-n", s.ns, "-o", "json").stdout)["items"]
+    reasons = {(e["regarding"]["name"], e["reason"]): e["note"] for e in events if e["regarding"]["name"] in names.values()}
+    assert set(reasons) == {(names[s.own_node], "evictPodSuccess"), (names[s.other_node], "evictPodFail")}, reasons
+    refusal = (f"loadline-agent on node {s.own_node} may delete only pods on node {s.own_node}, "
+               f"not {s.ns}/{names[s.other_node]} on {s.other_node}")  # fmt: skip
+    assert refusal in reasons[(names[s.other_node], "evictPodFail")], reasons
+
+
+def plane_pod(plane: ControlPlane, namespace: str, name: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
+    found = plane.kubectl("get", "pod", name, "-n", namespace, "-o", "json", "--ignore-not-found").stdout
+    assert found or missing_ok, f"pod {namespace}/{name} is gone"
+    return json.loads(found) if found else None
+
+
 def test_chart_security_switches(secured: Setup) -> None:
-    """Eviction only with QoS enforcement; the admission policy can be turned off; nobody reads Secrets."""
+    """Pod deletion only with QoS enforcement; the admission policies can be turned off; nobody reads Secrets."""
     plane = secured.plane
 
     def agent_rules(*sets: str) -> list[dict[str, Any]]:
@@ -436,10 +505,18 @@ def test_chart_security_switches(secured: Setup) -> None:
         rules: list[dict[str, Any]] = role["rules"]
         return rules
 
-    assert any("pods/eviction" in r["resources"] for r in agent_rules())
-    assert not any("pods/eviction" in r["resources"] for r in agent_rules("agent.qosEnforcement=false"))
-    kinds = {d["kind"] for d in render(plane)}
-    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    def pod_verbs(*sets: str) -> set[str]:
+        return {v for r in agent_rules(*sets) if r["apiGroups"] == [""] for res in r["resources"] if res.startswith("pod")
+                for v in (f"{res} {verb}" for verb in r["verbs"])}  # fmt: skip
+
+    # Deleting (held to its node by the policy) only with QoS enforcement; the Eviction API never (no policy can).
+    assert pod_verbs() == {"pods list", "pods watch", "pods delete"}
+    assert pod_verbs("agent.qosEnforcement=false") == {"pods list", "pods watch"}
+    policies = {d["metadata"]["name"]: d for d in render(plane) if d["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = {d["spec"]["policyName"] for d in render(plane) if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert set(policies) == bindings == {"loadline-agent-own-node", "loadline-agent-own-node-pods"}
+    [pod_rule] = policies["loadline-agent-own-node-pods"]["spec"]["matchConstraints"]["resourceRules"]
+    assert pod_rule["resources"] == ["pods"] and pod_rule["operations"] == ["DELETE"]
     off = {d["kind"] for d in render(plane, "security.ownNodeAdmissionPolicy=false")}
     assert not off & {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
     every = render(plane, "extender.enabled=true")

@@ -17,11 +17,14 @@ import pytest
 from tests.integration.realnode_cluster import NAMESPACE, RealCluster
 from tests.integration.test_security_rbac import (
     ACCOUNT,
+    Row,
     Scene,
     agent_rows,
     check_table,
+    delete_options,
     descheduler_rows,
     manager_rows,
+    pod_path,
     scheduler_rows,
 )
 
@@ -86,7 +89,7 @@ def test_a_helm_install_run_gets_no_403(real_cluster: RealCluster) -> None:
 
 
 def real_scene(cluster: RealCluster) -> Scene:
-    """A pod on the real node and one on a kwok node (never started by the tables: evictions are dry runs)."""
+    """A pod on the real node and one on a kwok node (the tables' evictions and deletions are dry runs)."""
     plane, own, other = cluster.plane, cluster.node.name, cluster.kwok_nodes[0]
     if plane.kubectl("get", "namespace", WORKLOAD_NS, check=False).returncode != 0:
         plane.kubectl("create", "namespace", WORKLOAD_NS)
@@ -113,7 +116,15 @@ def test_pods_own_tokens_may_do_what_they_need_and_not_more(real_cluster: RealCl
         }
         wrong = [w for component, rows in tables.items()
                  for w in check_table(cluster.plane, component, pod_token(cluster, component), rows)]  # fmt: skip
+        # For real, as the agent's memory eviction deletes: the pod on the real node, with its UID as precondition.
+        uid = cluster.kubectl_json("get", "pod", scene.own_pod, "-n", WORKLOAD_NS)["metadata"]["uid"]
+        wrong += check_table(cluster.plane, "agent", pod_token(cluster, "agent"), [
+            Row("delete a pod on its own node (for real)", "DELETE", pod_path(WORKLOAD_NS, scene.own_pod), 200,
+                body=delete_options(uid))])  # fmt: skip
         assert wrong == [], "\n".join(wrong)
+        # The kubelet stopped it and the pod object went away.
+        cluster.plane.kubectl("wait", "--for=delete", f"pod/{scene.own_pod}", "-n", WORKLOAD_NS, "--timeout=60s",
+                              timeout=70)  # fmt: skip
     finally:
         cluster.plane.kubectl("delete", "namespace", WORKLOAD_NS, "--wait=false", check=False)
 

@@ -179,12 +179,22 @@ def test_cpuset_writes_never_leave_a_child_outside_its_parent(tmp_path: Path, mo
     assert [w[0] for w in writes] == ["besteffort", "podbe1", "c1", "c1", "podbe1", "besteffort"]
 
 
-def test_memory_pressure_evicts_be_pods_through_the_api_with_events_and_cool_down(tmp_path: Path) -> None:
+def pod_path(name: str) -> str:
+    return f"/api/v1/namespaces/ns/pods/{name}"
+
+
+def deletions(rig: Rig) -> list[tuple[str, Any]]:
+    return [(path, body) for method, path, body in rig.http.calls if method == "DELETE"]
+
+
+def test_memory_pressure_deletes_be_pods_with_uid_preconditions_events_and_cool_down(tmp_path: Path) -> None:
     rig = Rig(tmp_path, memory="10Gi")
     big = pod("big", "be2", qos="BE", priority=5000)
     low = pod("low", "be3", qos="BE", priority=3000)
     for p in (big, low):
         rig.enforcer.pod_watch.store[f"ns/{p['metadata']['name']}"] = p
+    for p in rig.enforcer.pod_watch.store.values():  # what the API server holds: DELETE answers from here
+        rig.http.objects[pod_path(p["metadata"]["name"])] = p
     rig.slo(enable=True, cpuSuppressPolicy="cfsQuota")
     # 9 GiB of 10 GiB = 90 % >= 70 %: release 10Gi x (90 - 68) % = 2.2 GiB. Order: lowest priority first (low,
     # 0.5 GiB), then the biggest of the rest (big 3 GiB) -> released 3.5 GiB >= 2.2 GiB; be1 (1 GiB) stays.
@@ -194,9 +204,16 @@ def test_memory_pressure_evicts_be_pods_through_the_api_with_events_and_cool_dow
         9 * GI,
         {"be1": PodUsageSample(0.1, GI), "be2": PodUsageSample(0.1, 3 * GI), "be3": PodUsageSample(0.1, GI // 2)},
     )
+    evicted_before = REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evicted"}) or 0
     rig.step()
-    evictions = [path for method, path, _ in rig.http.calls if method == "POST" and path.endswith("/eviction")]
-    assert evictions == ["/api/v1/namespaces/ns/pods/low/eviction", "/api/v1/namespaces/ns/pods/big/eviction"]
+    # A pod DELETE (admission sees the pod: the chart's policy holds it to this node), never the Eviction API,
+    # with the planned pod's UID as a precondition and the pod's own grace period (none given).
+    assert deletions(rig) == [
+        (pod_path("low"), {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "be3"}}),
+        (pod_path("big"), {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": "be2"}}),
+    ]
+    assert not [c for c in rig.http.calls if c[1].endswith("/eviction")]
+    assert REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evicted"}) == evicted_before + 2
     events = [b for m, p, b in rig.http.calls if m == "POST" and p.endswith("/events")]
     assert [e["reason"] for e in events] == ["evictPodSuccess", "evictPodSuccess"]
     assert events[0]["regarding"]["name"] == "low" and "usage 90% >= threshold 70%" in events[0]["note"]
@@ -205,17 +222,39 @@ def test_memory_pressure_evicts_be_pods_through_the_api_with_events_and_cool_dow
     rig.clock.now += 1  # within the 4 s cool-down: nothing, even though the usage has not dropped yet
     rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, GI)})
     rig.step()
-    assert not [c for c in rig.http.calls if c[1].endswith("/eviction")]
+    assert deletions(rig) == []
 
-    rig.clock.now += 4  # cooled down; the API refuses this time (a PodDisruptionBudget): evictPodFail
+    rig.clock.now += 4  # cooled down; the API server refuses this time (the own-node policy): evictPodFail
     rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, GI)})
-    rig.http.fail[("POST", "/api/v1/namespaces/ns/pods/be/eviction")] = KubeError(
-        429, "Too Many Requests", {"message": "would violate PDB"}
-    )
+    refusal = "loadline-agent on node n1 may delete only pods on node n1, not ns/be on n2"
+    rig.http.fail[("DELETE", pod_path("be"))] = KubeError(403, "Forbidden", {"message": refusal})
+    failed_before = REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evict_failed"}) or 0
     rig.step()
     events = [b for m, p, b in rig.http.calls if m == "POST" and p.endswith("/events")]
     assert [e["reason"] for e in events] == ["evictPodFail"]
-    assert "would violate PDB" in events[0]["note"] and events[0]["type"] == "Warning"
+    assert refusal in events[0]["note"] and events[0]["type"] == "Warning"
+    assert REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evict_failed"}) == failed_before + 1
+
+
+def test_a_namesake_pod_is_never_deleted_and_not_retried(tmp_path: Path) -> None:
+    """409 (the UID precondition: the pod was replaced by a namesake) counts as gone: no event, no retry."""
+    rig = Rig(tmp_path, memory="10Gi")
+    rig.slo(enable=True, cpuSuppressPolicy="cfsQuota")
+    rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
+    rig.http.fail[("DELETE", pod_path("be"))] = KubeError(
+        409, "Conflict", {"message": 'Operation cannot be fulfilled on Pod "be": the UID in the precondition (be1) '
+                          "does not match the UID in record (other)"}
+    )
+    failed_before = REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evict_failed"}) or 0
+    rig.step()
+    assert [path for path, _ in deletions(rig)] == [pod_path("be")]
+    assert not [c for c in rig.http.calls if c[1].endswith("/events")]
+    assert (REGISTRY.get_sample_value("loadline_agent_qos_actions_total", {"action": "evict_failed"}) or 0) == failed_before
+    rig.http.calls.clear()
+    rig.clock.now += 5  # past the cool-down, still under pressure: the replaced pod's UID is not a candidate
+    rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
+    rig.step()
+    assert deletions(rig) == []
 
 
 def test_no_nodeslo_or_disabled_means_hands_off_except_restoring(tmp_path: Path) -> None:
@@ -243,5 +282,4 @@ def test_pods_can_come_from_the_agents_own_pod_watch(tmp_path: Path) -> None:
     }
     rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
     asyncio.run(enforcer.step())
-    evictions = [path for method, path, _ in rig.http.calls if method == "POST" and path.endswith("/eviction")]
-    assert evictions == ["/api/v1/namespaces/ns/pods/shared-be/eviction"]
+    assert [path for path, _ in deletions(rig)] == [pod_path("shared-be")]
