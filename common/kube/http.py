@@ -1,27 +1,36 @@
-"""Raw JSON access to the API server over aiohttp, configured by `kubernetes.aio.config`.
+"""Raw JSON access to the API server over aiohttp.
 
 The typed client deserialises every object into generated models; at thousands of
-objects per watch that dominates CPU, so hot paths (list/watch, status writes,
-bindings) go through `KubeHTTP` and get plain dicts. Authentication, TLS and in-cluster
-token rotation come from the official client's `Configuration`.
+objects per watch that dominates CPU, so every call goes through `KubeHTTP` and gets
+plain dicts. Where the server is and how to authenticate (TLS, tokens, in-cluster token
+rotation) is a `ClusterAccess` from `common.kube.kubeconfig`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import ssl
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
 import orjson
 
+from common.kube.kubeconfig import MISSING_CONFIGURATION_HINT, ClusterAccess, KubeConfigError, load_configuration
 from common.ratelimit import TokenBucket
 
-if TYPE_CHECKING:  # the generated client costs ~20 MB RSS to import; only config loading needs it
-    from kubernetes.aio.client import Configuration
+__all__ = [
+    "JSON",
+    "MISSING_CONFIGURATION_HINT",
+    "ClusterAccess",
+    "KubeConfigError",
+    "KubeError",
+    "KubeHTTP",
+    "decode_json",
+    "load_configuration",
+    "resource_path",
+]
 
 JSON = dict[str, Any]
 
@@ -52,59 +61,15 @@ class KubeError(Exception):
         return self.status == 410
 
 
-class KubeConfigError(ValueError):
-    """Neither a usable kubeconfig nor an in-cluster service account: the message says which file and why."""
-
-
-# One remedy, said the same by every component that cannot find its cluster.
-MISSING_CONFIGURATION_HINT = (
-    "pass --kubeconfig FILE or set $KUBECONFIG; in a pod the service account is used (the agent also runs without a "
-    "cluster: --standalone)"
-)
-
-
-async def load_configuration(kubeconfig: str | Path | None = None, context: str | None = None) -> Configuration:
-    """kubeconfig path, else $KUBECONFIG / ~/.kube/config, else the in-cluster service account."""
-    import os
-
-    from kubernetes.aio import config as kconfig
-    from kubernetes.aio.client import Configuration
-
-    configuration = Configuration()
-    path = str(kubeconfig) if kubeconfig else os.environ.get("KUBECONFIG")
-    if not path:
-        default = Path.home() / ".kube" / "config"
-        path = str(default) if default.is_file() else None
-    try:
-        if path:
-            await kconfig.load_kube_config(config_file=path, context=context, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # ConfigException, OSError, YAML errors: each means "no usable configuration"
-        where = f"kubeconfig {path}" if path else "in-cluster service account"
-        raise KubeConfigError(f"{where}: {exc} ({MISSING_CONFIGURATION_HINT})") from exc
-    return configuration
-
-
-def _ssl_context(configuration: Configuration) -> ssl.SSLContext:
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert, cadata=configuration.ca_cert_data)
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
-    if not configuration.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
 class KubeHTTP:
     """One aiohttp session to one API server; JSON in, JSON (dicts) out."""
 
     def __init__(
-        self, configuration: Configuration, *, user_agent: str = "loadline", limiter: TokenBucket | None = None
+        self, access: ClusterAccess, *, user_agent: str = "loadline", limiter: TokenBucket | None = None
     ) -> None:
         """`limiter`: client-side rate limit of every request and watch start (client-go's QPS/Burst)."""
-        self.configuration = configuration
-        self.server = str(configuration.host).rstrip("/")
+        self.access = access
+        self.server = access.host.rstrip("/")
         self.user_agent = user_agent
         self.limiter = limiter
         self.throttled_seconds = 0.0  # waited for the limiter in all, for self-metrics
@@ -122,7 +87,9 @@ class KubeHTTP:
 
     def _session_or_new(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(ssl=_ssl_context(self.configuration), limit=64)
+            # (no context: aiohttp verifies https against the system CAs; plain http never uses it)
+            tls = self.access.ssl_context if self.access.ssl_context is not None else True
+            connector = aiohttp.TCPConnector(ssl=tls, limit=64)
             # The API server sets no cookies: the dummy jar skips filtering them on every request.
             self._session = aiohttp.ClientSession(
                 connector=connector, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar()
@@ -131,7 +98,7 @@ class KubeHTTP:
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": self.user_agent}
-        token = await self.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        token = await self.access.authorization()
         if token:
             headers["Authorization"] = token
         if content_type:
@@ -206,7 +173,7 @@ class KubeHTTP:
     def sibling(self, *, user_agent: str) -> KubeHTTP:
         """Another client to the same API server with its own connections and no rate limit: for calls that
         must not queue behind the bulk of this one's (client-go's separate leader-election client)."""
-        return KubeHTTP(self.configuration, user_agent=user_agent)
+        return KubeHTTP(self.access, user_agent=user_agent)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from kubernetes.aio import client as kclient
 from prometheus_client import REGISTRY
 
-from common.kube.http import KubeHTTP
+from common.kube.http import ClusterAccess, KubeHTTP
 from scheduler_plugin.extender.cache import ASSIGNED_PODS, ClusterCache
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
@@ -17,7 +16,7 @@ def invalid_count(kind: str) -> float:
 
 
 def make_cache() -> ClusterCache:
-    return ClusterCache(KubeHTTP(kclient.Configuration(host="http://127.0.0.1:1")), resources=[NODE_METRICS])
+    return ClusterCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), resources=[NODE_METRICS])
 
 
 def test_events_feed_the_snapshot() -> None:

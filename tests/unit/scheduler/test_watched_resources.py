@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from kubernetes.aio import client as kclient
-
-from common.kube.http import KubeHTTP
+from common.kube.http import ClusterAccess, KubeHTTP
 from common.kube.malformed import MalformedObjects
 from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -55,7 +53,7 @@ def test_an_out_of_tree_resource_is_watched_kept_and_reported_as_its_event() -> 
 
     assert watched_by([OutOfTree()]) == [gpus]
     snapshot, listener = Snapshot(), Listener()
-    http = KubeHTTP(kclient.Configuration(host="http://127.0.0.1:1"))
+    http = KubeHTTP(ClusterAccess("http://127.0.0.1:1"))
     cache = ClusterCache(http, snapshot, listener, MalformedObjects(), resources=[gpus])
     assert list(cache.crds) == [gpus]
     handle = cache._custom_handler(gpus)
