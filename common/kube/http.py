@@ -170,10 +170,11 @@ class KubeHTTP:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise KubeError(0, f"{type(exc).__name__}: {exc}") from exc
 
-    def sibling(self, *, user_agent: str) -> KubeHTTP:
-        """Another client to the same API server with its own connections and no rate limit: for calls that
-        must not queue behind the bulk of this one's (client-go's separate leader-election client)."""
-        return KubeHTTP(self.access, user_agent=user_agent)
+    def sibling(self, *, user_agent: str, limiter: TokenBucket | None = None) -> KubeHTTP:
+        """Another client to the same API server with its own connections (and no rate limit unless given):
+        for calls that must not queue behind the bulk of this one's (client-go's separate leader-election
+        and event clients)."""
+        return KubeHTTP(self.access, user_agent=user_agent, limiter=limiter)
 
     async def close(self) -> None:
         if self._session is not None:

@@ -51,7 +51,9 @@ class SchedulerProcess:
         self.identity = options.identity or default_identity()
         self.snapshot = Snapshot()
         self.health = ApiHealth()
-        self.reporter = Reporter(http, self.identity, health=self.health)
+        # Events over their own connections, under the same client rate limit (see `Reporter`).
+        self.event_http = http.sibling(user_agent="loadline-scheduler/events", limiter=http.limiter)
+        self.reporter = Reporter(http, self.identity, event_http=self.event_http, health=self.health)
         self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
         self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder,
                                                  tie_break_seed=options.tie_break_seed)
@@ -131,6 +133,7 @@ class SchedulerProcess:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.reporter.drain(), timeout=5)
             await runner.cleanup()
+            await self.event_http.close()
             if self.election_http is not None:
                 await self.election_http.close()
 

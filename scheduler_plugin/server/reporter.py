@@ -8,9 +8,11 @@ and the full FitError message.
 Writes are asynchronous (the scheduling cycle never waits on the API server). Status
 writes (the condition, the nominated node) are kept in order per pod, and the binder waits
 for a pod's earlier status writes before binding it. Events take a lane of their own with
-at most `event_concurrency` in flight: they never hold a binding back, and under a backlog
-the API server spends its capacity on bindings first while the events follow (all of them:
-a `Scheduled` event is retried while the API server is away). Identical failures are not
+at most `event_concurrency` in flight, over their own connections (`event_http`; kube-scheduler
+has its own event client too): they never hold a binding back, and do not queue behind a
+backlog's thousands of bindings either (on one connection pool they did, and trickled out long
+after the last binding while the informers' work of all that time added up). All of them are
+written: a `Scheduled` event is retried while the API server is away. Identical failures are not
 re-reported on every retry: the condition is only patched when it changes, and the same
 event note is repeated at most every `event_repeat_seconds` (kube-scheduler's event
 correlator aggregates repeats the same way).
@@ -84,11 +86,13 @@ class Reporter:
         http: KubeHTTP,
         instance: str,
         *,
+        event_http: KubeHTTP | None = None,
         health: ApiHealth | None = None,
         event_repeat_seconds: float = 300.0,
         event_concurrency: int = 8,
     ) -> None:
         self.http = http
+        self.event_http = event_http if event_http is not None else http
         self.instance = instance
         self.health = health if health is not None else ApiHealth()
         self.event_repeat_seconds = event_repeat_seconds
@@ -103,7 +107,7 @@ class Reporter:
     def _recorder(self, profile: str) -> EventRecorder:
         recorder = self._recorders.get(profile)
         if recorder is None:
-            recorder = self._recorders[profile] = EventRecorder(self.http, profile, self.instance)
+            recorder = self._recorders[profile] = EventRecorder(self.event_http, profile, self.instance)
         return recorder
 
     # ------------------------------------------------------------------ ordering per pod
@@ -239,7 +243,7 @@ class Reporter:
         while True:
             try:
                 async with self._event_slots:
-                    await self.http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
+                    await self.event_http.create(f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", event)
                 break
             except KubeError as exc:
                 if exc.is_conflict:
