@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -299,6 +299,9 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None: ...
 
 
+WakeScope = Literal["cluster", "gang"]
+
+
 @dataclass(frozen=True, slots=True)
 class WatchedResource:
     """An API resource a plugin reads besides nodes and pods (as Koordinator's LoadAware starts its
@@ -313,6 +316,11 @@ class WatchedResource:
     plural: str
     event: str
     store: Callable[[Snapshot], ObjectStore] | None = None
+    # How a change of one object wakes pending pods. "cluster": `event` is reported as a cluster event
+    # (the unschedulable pods a plugin registered for it are moved). "gang": only the pods of the gang
+    # the object describes, by its "namespace/name" (`ClusterListener.gang_changed`: a PodGroup); its
+    # store keeps the last readable version of a malformed object, so that version wakes nobody.
+    wakes: WakeScope = "cluster"
 
 
 @runtime_checkable

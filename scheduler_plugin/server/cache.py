@@ -38,8 +38,6 @@ from scheduler_plugin.framework.stores import ObjectStore
 
 log = logging.getLogger("loadline.scheduler.cache")
 
-POD_GROUP_KIND = "PodGroup"  # a change wakes only the gang's pods (`ClusterListener.gang_changed`)
-
 
 class ClusterListener(Protocol):
     """The scheduler's side of the informers."""
@@ -283,15 +281,16 @@ class ClusterCache:
     # ------------------------------------------------------------------ plugins' stores
     def _store_handler(self, resource: WatchedResource, factory: Callable[[Snapshot], ObjectStore]) -> Any:
         """A resource whose plugin digests it into its own store (NodeMetrics for LoadAware, PodGroups
-        for Coscheduling). A malformed NodeMetric is reported and the event still sent: its store
-        emptied the node's load. A PodGroup change wakes only its gang's pods."""
+        for Coscheduling). A malformed object is reported; whom a change wakes is the resource's `wakes`."""
         store = self.snapshot.store(factory)
-        gang = resource.kind == POD_GROUP_KIND
+        gang = resource.wakes == "gang"
+        # Two watched resources of one kind (PodGroup in both API groups) can hold objects of the same
+        # name: their malformed versions are reported apart.
+        qualify = sum(r.kind == resource.kind for r in self.crds) > 1
 
         def handle(kind: EventType, obj: JSON, old: JSON | None) -> None:
             key = object_key(obj)
-            # Both PodGroup API groups can hold an object of the same name: report them apart.
-            name = f"{key} ({obj.get('apiVersion') or 'unknown version'})" if gang else key
+            name = f"{key} ({obj.get('apiVersion') or 'unknown version'})" if qualify else key
             if kind == "DELETED":
                 store.remove(obj)
                 self.malformed.clear(resource.kind, name)

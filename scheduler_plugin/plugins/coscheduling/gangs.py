@@ -23,7 +23,7 @@ from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 GANG_INDEX = "coscheduling/gang"
 # Both API groups of PodGroup (scheduler-plugins', and the older one Koordinator vendors).
 POD_GROUP_RESOURCES = tuple(
-    WatchedResource("PodGroup", group, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, POD_GROUP, PodGroups)
+    WatchedResource("PodGroup", group, c.PODGROUP_VERSION, c.PODGROUP_PLURAL, POD_GROUP, PodGroups, wakes="gang")
     for group in (c.PODGROUP_GROUP, c.PODGROUP_GROUP_LEGACY)
 )
 

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from common.kube.http import ClusterAccess, KubeHTTP
 from common.kube.malformed import MalformedObjects
+from scheduler_plugin.framework.events import NODE_METRIC
 from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.plugins.coscheduling.gangs import POD_GROUP_RESOURCES
+from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server.cache import ClusterCache
+from tests.unit.scheduler.builders import node_metric, pod_group
 
 
 class Listener:
     def __init__(self) -> None:
         self.events: list[str] = []
+        self.gangs: list[str] = []
 
     def pod_changed(self, pod: PodInfo, *, is_new: bool, spec_changed: bool) -> None: ...
 
@@ -22,7 +27,8 @@ class Listener:
     def cluster_event(self, event: str) -> None:
         self.events.append(event)
 
-    def gang_changed(self, gang_key: str) -> None: ...
+    def gang_changed(self, gang_key: str) -> None:
+        self.gangs.append(gang_key)
 
 
 def kinds(config: dict[str, object] | None) -> list[tuple[str, str]]:
@@ -63,3 +69,24 @@ def test_an_out_of_tree_resource_is_watched_kept_and_reported_as_its_event() -> 
     handle("DELETED", obj, None)
     assert snapshot.custom_objects["GPUInventory"] == {}
     assert listener.events == ["GPUInventoryChange", "GPUInventoryChange"]
+
+
+def test_how_a_change_wakes_pods_is_the_resources_own_declaration() -> None:
+    """A NodeMetric change is a cluster event; a PodGroup change wakes only its gang (`wakes="gang"`), and a
+    malformed PodGroup version (the last readable one stays) wakes nobody and is reported with its API version,
+    since both PodGroup groups are watched and may hold the same name."""
+    assert NODE_METRICS.wakes == "cluster" and {r.wakes for r in POD_GROUP_RESOURCES} == {"gang"}
+    snapshot, listener, malformed = Snapshot(), Listener(), MalformedObjects()
+    http = KubeHTTP(ClusterAccess("http://127.0.0.1:1"))
+    cache = ClusterCache(http, snapshot, listener, malformed, resources=[*POD_GROUP_RESOURCES, NODE_METRICS])
+    groups = cache._store_handler(POD_GROUP_RESOURCES[0], POD_GROUP_RESOURCES[0].store)  # type: ignore[arg-type]
+    metrics = cache._store_handler(NODE_METRICS, NODE_METRICS.store)  # type: ignore[arg-type]
+
+    metrics("ADDED", node_metric("n1", "1", "1Gi"), None)
+    groups("ADDED", pod_group("g", 2), None)
+    broken = pod_group("g", 2)
+    broken["spec"]["minMember"] = "many"
+    groups("MODIFIED", broken, None)
+    assert listener.events == [NODE_METRIC]
+    assert listener.gangs == ["default/g"]
+    assert malformed.current() == [("PodGroup", "default/g (scheduling.x-k8s.io/v1alpha1)")]
