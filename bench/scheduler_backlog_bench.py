@@ -20,7 +20,8 @@ Reported per scheduler, from this process's watch (client clock, sub-second):
   start s         scheduler process started -> first pod bound (start-up, informer sync)
   p50/p99 s       first pod bound -> each pod bound: how long a pod of the backlog waits in the queue
                   once scheduling is under way (every pod is in the queue from the initial list)
-  events          pods whose `Scheduled` event (events.k8s.io/v1) the bench's watch saw
+  events          pods whose `Scheduled` event (events.k8s.io/v1) the bench's watch saw; the drain's line also
+                  says when the last one was seen and when the API server stored it (its creationTimestamp)
   sched cpu-s/1k  CPU seconds of the scheduler process per 1,000 pods, from start until every pod is bound
                   and has its Scheduled event (or no new event came for EVENTS_GRACE_SECONDS): start-up,
                   the initial list and the event writes are all part of the cost; "(at bound)" stops
@@ -67,6 +68,7 @@ from bench.scheduler_e2e_bench import (
     workload,
     write_node_metrics,
 )
+from common.api.wire import parse_rfc3339
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
@@ -166,7 +168,8 @@ class DrainResult:
     drain_seconds: float = float("nan")  # first bound -> last bound
     waits: list[float] = field(default_factory=list)  # first bound -> each bound
     reported: int = 0  # pods whose Scheduled event was seen
-    events_lag: float = float("nan")  # last bound -> last Scheduled event
+    events_lag: float = float("nan")  # last bound -> last Scheduled event seen by the bench's watch
+    events_written_lag: float = float("nan")  # last bound -> the API server's creationTimestamp of the last one
     scheduler_cpu_bound: float = 0.0  # start -> last bound
     scheduler_cpu: float = 0.0  # start -> last bound and every Scheduled event written (the figure compared)
     apiserver_cpu: float = 0.0  # start -> last bound
@@ -269,6 +272,9 @@ async def drain(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(watch.all_reported.wait(), 0.5)
         result.scheduler_cpu = process_cpu_seconds(pid) or last_cpu
+        written: list[float] = []
+        with contextlib.suppress(KubeError):  # (a diagnostic: the figures above do not depend on it)
+            written = await scheduled_events_written(http, watch.wanted)
     finally:
         await asyncio.to_thread(plane.stop_component, component)
         if sampler is not None:
@@ -282,16 +288,29 @@ async def drain(
         result.waits = [t - times[0] for t in times]
         result.wall = times[-1] - started
         result.events_lag = max(watch.reported.values(), default=times[-1]) - times[-1]
+        result.events_written_lag = max(written, default=times[-1]) - times[-1]
     print(
         f"  {which.name}: {result.bound}/{result.pods} bound, {result.reported} Scheduled events; start "
         f"{result.start_seconds:.1f}s, drain {result.drain_seconds:.1f}s ({result.rate:.0f} pods/s), last event "
-        f"{result.events_lag:+.1f}s; cpu: scheduler {result.scheduler_cpu_bound:.1f}s at the last binding, "
+        f"{result.events_lag:+.1f}s (stored {result.events_written_lag:+.0f}s by the API server's clock); cpu: "
+        f"scheduler {result.scheduler_cpu_bound:.1f}s at the last binding, "
         f"{result.scheduler_cpu:.1f}s with the events, apiserver {result.apiserver_cpu:.1f}s",
         flush=True,
     )
     if not last:  # (the last drain's pods go with the control plane)
         await delete_all_pods(http, watch.wanted, args.concurrency)
     return result
+
+
+async def scheduled_events_written(http: KubeHTTP, names: set[str]) -> list[float]:
+    """When the API server stored each `Scheduled` event of these pods (creationTimestamp, whole seconds): tells
+    a scheduler that writes its events late from a watch that delivers them late."""
+    found = await http.get(EVENTS_PATH)
+    return [
+        parse_rfc3339(e["metadata"]["creationTimestamp"]).timestamp()
+        for e in found.get("items") or []
+        if e.get("reason") == "Scheduled" and (e.get("regarding") or {}).get("name") in names
+    ]
 
 
 async def delete_all_pods(http: KubeHTTP, names: set[str], concurrency: int) -> None:
