@@ -23,6 +23,7 @@ from common.ratelimit import TokenBucket
 __all__ = [
     "JSON",
     "MISSING_CONFIGURATION_HINT",
+    "POOL_CONNECTIONS",
     "ClusterAccess",
     "KubeConfigError",
     "KubeError",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 JSON = dict[str, Any]
+POOL_CONNECTIONS = 64  # connections one KubeHTTP keeps to the API server: requests beyond wait for one, FIFO
 
 
 class KubeError(Exception):
@@ -89,7 +91,7 @@ class KubeHTTP:
         if self._session is None or self._session.closed:
             # (no context: aiohttp verifies https against the system CAs; plain http never uses it)
             tls = self.access.ssl_context if self.access.ssl_context is not None else True
-            connector = aiohttp.TCPConnector(ssl=tls, limit=64)
+            connector = aiohttp.TCPConnector(ssl=tls, limit=POOL_CONNECTIONS)
             # The API server sets no cookies: the dummy jar skips filtering them on every request.
             self._session = aiohttp.ClientSession(
                 connector=connector, read_bufsize=2**21, cookie_jar=aiohttp.DummyCookieJar()

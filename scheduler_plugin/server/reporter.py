@@ -5,17 +5,19 @@ with the profile's schedulerName as reporting controller; on failure the pod sta
 gets `PodScheduled=False` with reason `Unschedulable` (a rejection) or `SchedulerError`
 and the full FitError message.
 
-Writes are asynchronous (the scheduling cycle never waits on the API server). Status
-writes (the condition, the nominated node) are kept in order per pod, and the binder waits
-for a pod's earlier status writes before binding it. Events take a lane of their own with
-at most `event_concurrency` in flight, over their own connections (`event_http`; kube-scheduler
-has its own event client too): they never hold a binding back, and do not queue behind a
-backlog's thousands of bindings either (on one connection pool they did, and trickled out long
-after the last binding while the informers' work of all that time added up). All of them are
-written: a `Scheduled` event is retried while the API server is away. Identical failures are not
-re-reported on every retry: the condition is only patched when it changes, and the same
-event note is repeated at most every `event_repeat_seconds` (kube-scheduler's event
-correlator aggregates repeats the same way).
+Writes are asynchronous (the scheduling cycle never waits on the API server). Status writes (the
+condition, the nominated node) are kept in order per pod, and the binder waits for a pod's earlier
+status writes before binding it. Events take a lane of their own, over their own connections
+(`event_http`; kube-scheduler has its own event client too), so they never hold a binding back, with
+at most `event_concurrency` in flight: as many as bindings can be (a connection pool's,
+`POOL_CONNECTIONS`), so the events keep pace with the bindings. kube-scheduler writes each event
+from its own goroutine and its events are all stored before its last binding; with 8 in flight
+Loadline's trickled out 26 s after its last binding (bench/scheduler_backlog_bench.py, 2,000 pods,
+by the API server's creationTimestamp), and the informers' work of those seconds (NodeMetric
+refreshes, pod status updates) was added to its cost. All of them are written: a `Scheduled` event
+is retried while the API server is away. Identical failures are not re-reported on every retry: the
+condition is only patched when it changes, and the same event note is repeated at most every
+`event_repeat_seconds` (kube-scheduler's event correlator aggregates repeats the same way).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from common.kube.events import EventRecorder
-from common.kube.http import KubeError, KubeHTTP
+from common.kube.http import POOL_CONNECTIONS, KubeError, KubeHTTP
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.status import Status
 from scheduler_plugin.server.apihealth import ApiHealth
@@ -89,7 +91,7 @@ class Reporter:
         event_http: KubeHTTP | None = None,
         health: ApiHealth | None = None,
         event_repeat_seconds: float = 300.0,
-        event_concurrency: int = 8,
+        event_concurrency: int = POOL_CONNECTIONS,
     ) -> None:
         self.http = http
         self.event_http = event_http if event_http is not None else http
