@@ -19,6 +19,7 @@ from common.http_server import start_site
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
 from common.kube.malformed import MalformedObjects
+from common.kube.reflector import freeze_cache_objects, relax_gc_for_caches
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
@@ -120,6 +121,7 @@ class SchedulerProcess:
         try:
             await self.cache.wait_synced()
             log.info("caches synced", extra=ctx(nodes=self.snapshot.num_nodes, pods=len(self.snapshot.pods)))
+            freeze_cache_objects()
             if self.elector is None:
                 await self.scheduler.run()
             else:
@@ -139,6 +141,7 @@ class SchedulerProcess:
 
 
 async def run_until_signalled(options: SchedulerOptions, config: KubeSchedulerConfiguration) -> None:
+    relax_gc_for_caches()
     try:
         http = await KubeHTTP.connect(
             options.kubeconfig,
