@@ -184,10 +184,7 @@ class ControlPlane:
         """The audit log so far (ResponseComplete stage only: one event per request, with its status code)."""
         if self.audit_log is None:
             raise RuntimeError("the control plane was started without audit=True")
-        if not self.audit_log.exists():
-            return []
-        events = [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
-        return [e for e in events if e.get("stage") == "ResponseComplete"]
+        return read_audit_log(self.audit_log)
 
     # --- clients -----------------------------------------------------------------
     def _write_kubeconfig(self) -> None:
@@ -347,6 +344,15 @@ class ControlPlane:
 
 def audit_log_path(root: Path) -> Path:
     return root / "logs" / "audit.log"
+
+
+def read_audit_log(path: Path) -> list[dict[str, Any]]:
+    """An audit log's ResponseComplete events (one per request, with its status code); also read by `make demo`,
+    whose foreground process has the keeper's log file but not its ControlPlane."""
+    if not path.exists():
+        return []
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [e for e in events if e.get("stage") == "ResponseComplete"]
 
 
 def _audit_args(root: Path) -> list[str]:
