@@ -7,7 +7,10 @@ until `make cluster-down` sends it SIGTERM, then drains the node and puts the ho
 The simulated agent that writes NodeMetrics for the kwok nodes is a host process of the keeper.
 
 The foreground process builds the image, starts the keeper, `helm install`s deploy/helm/loadline (every
-Loadline pod runs on the real node from the image) and plays a short story, printing what happens.
+Loadline pod runs on the real node from the image) and plays a short story, printing what happens. Then it counts,
+from the API server's audit log, each Loadline component's requests and those refused (403): the chart's RBAC
+must be sufficient as well as minimal. tests/integration/test_security_story_audit.py plays the same story on
+the test session's real cluster and asserts that count.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -29,7 +34,7 @@ from typing import Any
 import yaml
 
 from tests.harness import build
-from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
+from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node, read_audit_log
 from tests.harness.processes import Component, free_port
 
 STATE_DIR = build.cache_root() / "cluster"
@@ -57,6 +62,62 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+# --- Loadline's calls in the API server's audit log -----------------------------------------------
+ACCOUNT_PREFIX = f"system:serviceaccount:{NAMESPACE}:"
+
+
+def received(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
+
+
+def loadline_requests(events: Sequence[dict[str, Any]], since: datetime | None = None) -> list[dict[str, Any]]:
+    """The audited requests of Loadline's ServiceAccounts (every account of its namespace: one per component),
+    received at or after `since`."""
+    return [e for e in events if e["user"]["username"].startswith(ACCOUNT_PREFIX)
+            and (since is None or received(e) >= since)]  # fmt: skip
+
+
+@dataclass
+class Calls:
+    """Loadline's requests per component (its ServiceAccount's name without `loadline-`), and the refused ones."""
+
+    requests: dict[str, int] = field(default_factory=dict)
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)  # component -> "VERB /path" -> times
+
+    @classmethod
+    def tally(cls, requests: Sequence[dict[str, Any]]) -> Calls:
+        calls = cls({c: 0 for c in COMPONENTS})
+        for e in requests:
+            component = e["user"]["username"].removeprefix(ACCOUNT_PREFIX).removeprefix("loadline-")
+            calls.requests[component] = calls.requests.get(component, 0) + 1
+            if e.get("responseStatus", {}).get("code") == 403:
+                call = f"{e['verb']} {e['requestURI'].split('?')[0]}"
+                refused = calls.refused.setdefault(component, {})
+                refused[call] = refused.get(call, 0) + 1
+        return calls
+
+    def refused_calls(self) -> list[str]:
+        return [f"{component}: {call} ({n}x)" for component, calls in sorted(self.refused.items())
+                for call, n in sorted(calls.items())]  # fmt: skip
+
+    def silent(self) -> list[str]:
+        """Components that made no request at all (an audit without them proves nothing about their RBAC)."""
+        return [c for c, n in self.requests.items() if n == 0]
+
+    def ok(self) -> bool:
+        return not self.refused and not self.silent()
+
+    def lines(self) -> list[str]:
+        marks = {True: "✓", False: "✗"}
+        lines = []
+        for component, n in self.requests.items():
+            refused = sum(self.refused.get(component, {}).values())
+            lines.append(f"      {marks[n > 0 and not refused]} {component:<12} {n:>6} requests, "
+                         f"{refused} refused (403)")  # fmt: skip
+        lines += [f"        refused: {call}" for call in self.refused_calls()]
+        return lines
+
+
 # --- the keeper (detached) ------------------------------------------------------------------------
 def serve(image_archive: Path, nodes: int) -> int:
     """Start the cluster, write STATE_FILE, and keep everything running until SIGTERM."""
@@ -70,7 +131,7 @@ def serve(image_archive: Path, nodes: int) -> int:
 
     root = STATE_DIR / "root"
     shutil.rmtree(root, ignore_errors=True)
-    plane = ControlPlane.start(root, keep_root=True, real_nodes=True)
+    plane = ControlPlane.start(root, keep_root=True, real_nodes=True, audit=True)
     node: RealNode | None = None
     try:
         plane.start_controller_manager()
@@ -81,27 +142,9 @@ def serve(image_archive: Path, nodes: int) -> int:
         _say(f"[keeper] control plane and {nodes} kwok nodes up; starting the real node")
         node = RealNode.start(plane, images=[image_archive])
         _say(f"[keeper] real node {node.name} Ready in {node.startup_seconds:.1f}s")
-        simulated = Component(
-            "loadline-agent-simulate",
-            [sys.executable, "-m", "common.cli", "agent", "--simulate", f"--kubeconfig={plane.kubeconfig}",
-             f"--metrics-port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
-             "--aggregate-duration-seconds=30", "--simulate-burstiness=0.05"],
-            plane.root / "logs" / "loadline-agent-simulate.log",
-            env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        simulated.start()
-        plane.extra.append(simulated)
-        bindir = STATE_DIR / "bin"
-        bindir.mkdir(exist_ok=True)
-        for name in ("kubectl", "helm"):
-            link = bindir / name
-            link.unlink(missing_ok=True)
-            link.symlink_to(plane.binary(name))
-        loadline = bindir / "loadline"
-        loadline.unlink(missing_ok=True)
-        loadline.symlink_to(Path(sys.executable).parent / "loadline")
-        state = {"keeper": os.getpid(), "kubeconfig": str(plane.kubeconfig), "bin": str(bindir),
-                 "node": node.name, "kwok": kwok, "logs": str(plane.root / "logs")}  # fmt: skip
+        plane.extra.append(start_simulated_agent(plane))
+        state = cluster_state(plane, STATE_DIR / "bin", node.name, kwok)
+        state["keeper"] = os.getpid()
         STATE_FILE.write_text(json.dumps(state))
         while True:
             time.sleep(3600)
@@ -118,6 +161,36 @@ def serve(image_archive: Path, nodes: int) -> int:
             plane.stop()
             STATE_FILE.unlink(missing_ok=True)
             _say("[keeper] stopped")
+
+
+def start_simulated_agent(plane: ControlPlane) -> Component:
+    """`loadline agent --simulate`, a host process writing the kwok nodes' NodeMetrics from the simulated usage
+    the story's pods declare (the real node's comes from the agent pod). The caller stops it.
+    Its own intervals, not the NodeMetric spec's: the manager writes Koordinator's 60 s report interval and
+    window there, after which a hot node shows in its NodeMetric only a minute or two late."""
+    simulated = Component(
+        "loadline-agent-simulate",
+        [sys.executable, "-m", "common.cli", "agent", "--simulate", f"--kubeconfig={plane.kubeconfig}",
+         f"--metrics-port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
+         "--aggregate-duration-seconds=30", "--follow-nodemetric-spec=false", "--simulate-burstiness=0.05"],
+        plane.root / "logs" / "loadline-agent-simulate.log",
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    simulated.start()
+    return simulated
+
+
+def cluster_state(plane: ControlPlane, bindir: Path, node: str, kwok: list[str]) -> dict[str, Any]:
+    """What `Demo` needs of a cluster: kubeconfig, a directory with kubectl, helm and loadline, the node names,
+    the audit log; written to STATE_FILE by the keeper, built from the session's real cluster by the test."""
+    bindir.mkdir(exist_ok=True)
+    for name, target in (("kubectl", plane.binary("kubectl")), ("helm", plane.binary("helm")),
+                         ("loadline", Path(sys.executable).parent / "loadline")):  # fmt: skip
+        link = bindir / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target)
+    return {"kubeconfig": str(plane.kubeconfig), "bin": str(bindir), "node": node, "kwok": kwok,
+            "logs": str(plane.root / "logs"), "audit_log": str(plane.audit_log or "")}  # fmt: skip
 
 
 def pid_alive(pid: int) -> bool:
@@ -156,11 +229,13 @@ def stop_keeper(state: dict[str, Any], timeout: float = 180) -> None:
 
 # --- the foreground: image, keeper, helm, story ---------------------------------------------------
 class Demo:
-    def __init__(self, state: dict[str, Any]) -> None:
+    def __init__(self, state: dict[str, Any], namespace: str = "default") -> None:
+        """`namespace`: where the story's workloads go (the test plays it in a namespace of its own)."""
         self.state = state
         self.env = dict(os.environ, KUBECONFIG=state["kubeconfig"], PATH=f"{state['bin']}:{os.environ['PATH']}")
         self.node = str(state["node"])
         self.kwok: list[str] = list(state["kwok"])
+        self.namespace = namespace
 
     def run(self, *argv: str, check: bool = True, timeout: float = 120) -> str:
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -191,8 +266,8 @@ class Demo:
         _say(f"      ✗ {what}: not within {timeout:.0f}s")
         return False
 
-    def pods(self, selector: str, namespace: str = "default") -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self.get("pods", "-n", namespace, "-l", selector)["items"]
+    def pods(self, selector: str, namespace: str = "") -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get("pods", "-n", namespace or self.namespace, "-l", selector)["items"]
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
     # --- install ---------------------------------------------------------------------------------
@@ -226,7 +301,7 @@ class Demo:
              priority: str = "koord-prod") -> dict[str, Any]:  # fmt: skip
         return {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": "default", "labels": labels or {"app": name},
+            "metadata": {"name": name, "namespace": self.namespace, "labels": labels or {"app": name},
                          "annotations": {"loadline.io/simulated-cpu": str(sim_cpu),
                                          "loadline.io/simulated-memory": "1Gi"}},
             "spec": {"schedulerName": "loadline-scheduler", "priorityClassName": priority,
@@ -240,11 +315,15 @@ class Demo:
         template = self._pod(name, cpu=cpu, sim_cpu=sim_cpu, node=node)
         return {
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "namespace": "default"},
+            "metadata": {"name": name, "namespace": self.namespace},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
                      "template": {"metadata": {k: v for k, v in template["metadata"].items() if k != "name"},
                                   "spec": template["spec"]}},
         }  # fmt: skip
+
+    def cpus(self, node: str) -> int:
+        """A node's allocatable CPUs (the demo's kwok nodes have KWOK_CPU, the test session's more)."""
+        return int(self.get("node", node)["status"]["allocatable"]["cpu"])
 
     def batch_cpu(self, node: str) -> int:
         obj = self.get("node", node)
@@ -260,15 +339,16 @@ class Demo:
 
         _say("\n[2/4] A batch job arrives: 2 koord-batch pods requesting kubernetes.io/batch-cpu, the overcommitted "
              "CPU the manager computed from each node's measured idle CPU (the real node preferred)")  # fmt: skip
+        # Awaited on a kwok node, whose usage is simulated: the real node's batch-cpu depends on how busy this
+        # machine is (0 on a saturated one).
         seen["batch-cpu"] = self.wait("the manager put kubernetes.io/batch-cpu on the nodes",
-                                      lambda: self.batch_cpu(self.node) > 0 and self.batch_cpu(self.kwok[0]) > 0,
-                                      120)  # fmt: skip
+                                      lambda: self.batch_cpu(self.kwok[0]) > 0, 120)  # fmt: skip
         for node in [self.node, *self.kwok]:
             _say(f"      {node}: batch-cpu {self.batch_cpu(node)} (milli-cores) allocatable")
         prefer_real = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
             "matchExpressions": [{"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}  # fmt: skip
         job = {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch-report", "namespace": "default"},
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch-report", "namespace": self.namespace},
             "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
                 "metadata": {"labels": {"app": "batch-report", "koordinator.sh/qosClass": "BE"},
                              "annotations": {"loadline.io/simulated-cpu": "0.5"}},
@@ -294,9 +374,10 @@ class Demo:
         # is near 0 and LoadAware keeps pods off it (usage over 65 %).
 
         _say("\n[3/4] A gang job (3 pods × 8 CPU, all or nothing) arrives while warm-up pods fill the kwok nodes")
+        # Each warm-up pod leaves 6 CPUs beside the web pods (3 × 2 CPUs at most): no room for an 8-CPU gang pod.
         self.apply(
             [
-                self._pod(f"warmup-{i}", cpu="10", sim_cpu=2.0, node=n, labels={"role": "warmup"})
+                self._pod(f"warmup-{i}", cpu=str(self.cpus(n) - 6), sim_cpu=2.0, node=n, labels={"role": "warmup"})
                 for i, n in enumerate(self.kwok)
             ]
         )
@@ -310,7 +391,7 @@ class Demo:
         seen["gang-waits"] = not bound
         _say(f"      {'✓' if not bound else '✗'} after 10s: {len(bound)} of 3 gang pods bound (no room for all 3)")
         _say("      the warm-up finishes: deleting the warm-up pods")
-        self.kubectl("delete", "pods", "-l", "role=warmup", "--wait=false")
+        self.kubectl("delete", "pods", "-n", self.namespace, "-l", "role=warmup", "--wait=false")
         seen["gang"] = self.wait("train: all 3 gang pods bound", lambda: sum(
             bool(p["spec"].get("nodeName")) for p in self.pods("app=train")) == 3, 90)  # fmt: skip
         times = sorted(c["lastTransitionTime"] for p in self.pods("app=train")
@@ -319,11 +400,12 @@ class Demo:
             _say(f"      bound at {times[0]} … {times[-1]}")
 
         hot = self.kwok[-1]
-        _say(f"\n[4/4] {hot} runs hot: a cruncher deployment there uses ~{KWOK_CPU * 0.85:.0f} of {KWOK_CPU} CPUs; "
+        cpus = self.cpus(hot)
+        _say(f"\n[4/4] {hot} runs hot: a cruncher deployment there uses ~{cpus * 0.85:.0f} of {cpus} CPUs; "
              f"LowNodeLoad drains it")  # fmt: skip
         # Two cruncher pods start pinned to the hot node; a ReplicaSet without the pin then adopts them, so a
         # pod the descheduler evicts comes back wherever loadline-scheduler finds room.
-        crunch = KWOK_CPU * 0.85 / 2
+        crunch = cpus * 0.85 / 2
         self.apply(
             [
                 self._pod(f"cruncher-{i}", cpu="1", sim_cpu=crunch, node=hot, labels={"app": "cruncher"})
@@ -340,6 +422,17 @@ class Demo:
         seen["drained"] = self.wait(f"the descheduler evicted a pod from {hot}", lambda: self.evicted_from(hot), 180)
         return seen
 
+    def audit(self, since: datetime | None = None) -> Calls:
+        """Print each Loadline component's requests in the API server's audit log (from `since` on) and which
+        were refused (403): what the chart's RBAC lacks shows up here; what it grants beyond need, in
+        tests/integration/test_security_rbac.py's tables."""
+        log = Path(self.state["audit_log"])
+        calls = Calls.tally(loadline_requests(read_audit_log(log), since))
+        _say(f"\n[audit] Loadline's requests to the API server, by ServiceAccount (audit log {log})")
+        for line in calls.lines():
+            _say(line)
+        return calls
+
     def scheduler_url(self) -> str:
         """The leading scheduler pod's explain endpoint (pod IPs on the CNI bridge are reachable from the host)."""
         with contextlib.suppress(RuntimeError, KeyError):
@@ -352,11 +445,11 @@ class Demo:
     def node_cpu(self, node: str) -> float:
         usage = str(self.get("nodemetric", node)["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"])
         cores = float(usage[:-1]) / 1000 if usage.endswith("m") else float(usage)
-        return cores / KWOK_CPU
+        return cores / self.cpus(node)
 
     def evicted_from(self, node: str) -> bool:
         """A Descheduled event (Koordinator's, on the evicted pod) naming the node."""
-        events = self.get("events", "-n", "default", "--field-selector", "reason=Descheduled")["items"]
+        events = self.get("events", "-n", self.namespace, "--field-selector", "reason=Descheduled")["items"]
         hits = [e for e in events if f'node "{node}"' in (e.get("message") or "")]
         for e in hits:
             _say(f"      {e['involvedObject']['name']}: {e['message']}")
@@ -405,6 +498,7 @@ def up(nodes: int) -> int:
         _say(demo.kubectl("get", "pods", "-n", NAMESPACE, "-o", "wide"))
         _say("==> [4/4] the story")
         seen = demo.story(image.name)
+        seen["no 403"] = demo.audit().ok()
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         _say(f"error: {exc}\nthe cluster keeps running for a look; make cluster-down stops it")
         print(env_lines(state))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.harness import demo
 from tests.integration.realnode_cluster import NAMESPACE, RealCluster
 from tests.integration.test_security_rbac import (
     ACCOUNT,
@@ -63,10 +64,7 @@ def pod_token(cluster: RealCluster, component: str) -> str:
 
 
 def loadline_requests(cluster: RealCluster) -> list[dict[str, Any]]:
-    users = {ACCOUNT.format(c) for c in ("agent", *DEPLOYMENTS, "extender")}
-    since = INSTALLED_AT[0] if INSTALLED_AT else datetime.min.replace(tzinfo=UTC)
-    return [e for e in cluster.plane.audit_events() if e["user"]["username"] in users
-            and datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")) >= since]  # fmt: skip
+    return demo.loadline_requests(cluster.plane.audit_events(), INSTALLED_AT[0] if INSTALLED_AT else None)
 
 
 def test_a_helm_install_run_gets_no_403(real_cluster: RealCluster) -> None:
@@ -78,11 +76,9 @@ def test_a_helm_install_run_gets_no_403(real_cluster: RealCluster) -> None:
         holder = cluster.lease_holder(f"loadline-{component}")
         assert holder, f"nobody holds loadline-{component}'s Lease"
     events = loadline_requests(cluster)
-    callers = {e["user"]["username"].rsplit(":", 1)[1] for e in events}
-    assert callers >= {f"loadline-{c}" for c in ("agent", *DEPLOYMENTS)}, callers
-    refused = sorted({f"{e['user']['username']}: {e['verb']} {e['requestURI'].split('?')[0]}"
-                      for e in events if e.get("responseStatus", {}).get("code") == 403})  # fmt: skip
-    assert refused == [], "Loadline's own calls refused by RBAC:\n" + "\n".join(refused)
+    calls = demo.Calls.tally(events)
+    assert calls.silent() == [], calls.requests
+    assert calls.refused_calls() == [], "Loadline's own calls refused by RBAC:\n" + "\n".join(calls.refused_calls())
     # The agent's token really is bound to its pod on this node (what the admission policy relies on).
     [agent_call] = [e for e in events if e["user"]["username"] == ACCOUNT.format("agent")][:1]
     assert agent_call["user"]["extra"]["authentication.kubernetes.io/node-name"] == [cluster.node.name]
