@@ -2,7 +2,7 @@
 for this machine drives Koordinator v1.8.0's own koord-scheduler.
 
 Uses the session's real cluster (tests/integration/realnode_cluster.py; installs Loadline if no earlier test has,
-with test_realnode.py's `installed` fixture). koord-scheduler runs beside it on
+through test_realnode.py's `workload_ns` fixture). koord-scheduler runs beside it on
 the same control plane with LoadAwareScheduling thresholds below what one real burner pod uses:
 
 - `usageThresholds` (node usage, for non-prod pods): the agent's `nodeUsage` is the whole host's busy CPU, which on
@@ -16,8 +16,6 @@ the same control plane with LoadAwareScheduling thresholds below what one real b
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -26,34 +24,18 @@ from tests.harness import koordinator
 from tests.integration.realnode_cluster import RealCluster, burner_pod
 from tests.integration.scheduler_support import Api, events_for
 from tests.integration.test_koordinator_compat import LOAD_AWARE_REASON
-from tests.integration.test_realnode import (
-    cpu_cores,
-    installed,  # noqa: F401 (the fixture: Loadline's chart installed)
-    update_time,
-    wait_for,
-)
+from tests.integration.test_realnode import cpu_cores, update_time, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500), pytest.mark.usefixtures("installed")]
+# The fixtures (Loadline installed; a namespace of the test's own), re-exported by name so pytest finds them here.
+from tests.integration.test_realnode import installed as installed  # noqa: PLC0414
+from tests.integration.test_realnode import workload_ns as workload_ns  # noqa: PLC0414
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 BURN_CORES = 1.0  # the burner is one Python thread: at most one core
 # The thresholds sit at this share of what the burner adds: hot by a margin the agent's ±10 % cannot close, while
 # Loadline's own (prod) pods and the probe's estimate stay well below them when the burner is not there.
 THRESHOLD_SHARE = 0.7
 SMALL = {"requests": {"cpu": "50m", "memory": "32Mi"}}
-
-
-@pytest.fixture
-def namespace(real_cluster: RealCluster) -> Iterator[str]:
-    name = f"koordrn-{uuid.uuid4().hex[:6]}"
-    real_cluster.plane.kubectl("create", "namespace", name)
-    try:
-        # ServiceAccount admission is on: pods wait for kube-controller-manager to create `default`.
-        wait_for("default ServiceAccount", lambda: real_cluster.plane.kubectl(
-            "get", "serviceaccount", "default", "-n", name, check=False).returncode == 0, 30)  # fmt: skip
-        yield name
-    finally:
-        real_cluster.plane.kubectl(
-            "delete", "namespace", name, "--wait=true", "--timeout=90s", check=False, timeout=120
-        )
 
 
 def node_of(api: Api, namespace: str, name: str) -> str:
@@ -69,13 +51,16 @@ def node_usage(nodemetric: dict[str, Any]) -> float:
 
 
 def pod_usage(nodemetric: dict[str, Any], namespace: str) -> dict[str, float]:
-    """podsMetric cpu (cores) of the pods of one namespace, by name."""
-    return {p["name"]: cpu_cores(p["podUsage"]["resources"]) for p in nodemetric["status"].get("podsMetric") or []
-            if p.get("namespace") == namespace}  # fmt: skip
+    """podsMetric cpu (cores) of the pods of one namespace, by name (an entry whose cpu is 0 has no cpu key: a pod
+    that just started, the idle probe)."""
+    return {p["name"]: cpu_cores({"cpu": "0", **p["podUsage"]["resources"]})
+            for p in nodemetric["status"].get("podsMetric") or [] if p.get("namespace") == namespace}  # fmt: skip
 
 
-def test_koord_scheduler_filters_the_real_node_loadline_reports_hot(real_cluster: RealCluster, namespace: str) -> None:
-    cluster, node = real_cluster, real_cluster.node.name
+def test_koord_scheduler_filters_the_real_node_loadline_reports_hot(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    cluster, node, namespace = real_cluster, real_cluster.node.name, workload_ns
     api = Api(cluster.plane)
     allocatable = cpu_cores(cluster.kubectl_json("get", "node", node)["status"]["allocatable"])
     threshold = round(100 * THRESHOLD_SHARE * BURN_CORES / allocatable)
