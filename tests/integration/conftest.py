@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import failed
 from tests.harness.image import ensure_image
-from tests.integration.realnode_cluster import RealCluster, start_real_cluster, stop_real_cluster
+from tests.integration.realnode_cluster import RealCluster, start_real_cluster, stop_real_cluster, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -33,3 +34,22 @@ def real_cluster(real_cluster_session: RealCluster, request: pytest.FixtureReque
     yield real_cluster_session
     if failed(request):
         print("\n" + real_cluster_session.log_report())
+
+
+@pytest.fixture
+def installed(real_cluster: RealCluster) -> None:
+    """Loadline installed by its chart on the session's real cluster: test_realnode.py's first test measures `helm install`; a test run on its own (or
+    after the uninstall test) installs it here."""
+    if not real_cluster.installed:
+        real_cluster.install()
+
+
+@pytest.fixture
+def workload_ns(real_cluster: RealCluster, installed: None) -> Iterator[str]:
+    name = f"rn-{uuid.uuid4().hex[:6]}"
+    real_cluster.plane.kubectl("create", "namespace", name)
+    # ServiceAccount admission is on: pods wait for kube-controller-manager to create `default`.
+    wait_for("default ServiceAccount", lambda: real_cluster.plane.kubectl(
+        "get", "serviceaccount", "default", "-n", name, check=False).returncode == 0, 30)  # fmt: skip
+    yield name
+    real_cluster.plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s", check=False, timeout=90)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from common.api.quantity import Quantity
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port
 from tests.harness.realnode import REAL_NODE_LABEL, RealNode
@@ -280,3 +283,47 @@ def stop_real_cluster(cluster: RealCluster) -> None:
             cluster.node.stop()
         finally:
             cluster.plane.stop()
+
+
+# --- helpers shared by the real-node test files ---
+def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5,
+             context: Callable[[], str] | None = None) -> Any:  # fmt: skip
+    """`check()` once truthy; else an AssertionError naming `what`, the last result and `context()` (logs)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    details = f"\n{context()}" if context else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){details}")
+
+
+def update_time(nodemetric: dict[str, Any]) -> float:
+    stamp = (nodemetric.get("status") or {}).get("updateTime")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
+
+
+def cpu_cores(resources: dict[str, Any]) -> float:
+    return Quantity.parse(resources["cpu"]).milli_value() / 1000
+
+
+def idle_nodemetric(cluster: RealCluster, node: str) -> None:
+    """A fresh NodeMetric saying a kwok node is idle: somewhere low for the descheduler to move pods to."""
+    cluster.plane.apply({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}})
+    now = datetime.now().astimezone().isoformat(timespec="seconds")
+    idle = {"resources": {"cpu": "100m", "memory": "1Gi"}}
+    cluster.plane.kubectl("patch", "nodemetric", node, "--subresource=status", "--type=merge", "-p", json.dumps({
+        "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
+
+
+def set_descheduler_thresholds(cluster: RealCluster, low: dict[str, int], high: dict[str, int]) -> None:
+    """helm upgrade with new LowNodeLoad thresholds; the config checksum rolls the Deployments."""
+    cluster.upgrade(*(f"descheduler.lowNodeLoad.{kind}Thresholds.{resource}={value[resource]}"
+                      for kind, value in (("low", low), ("high", high)) for resource in ("cpu", "memory")))  # fmt: skip
+    cluster.wait_all_ready()

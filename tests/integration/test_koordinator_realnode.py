@@ -2,7 +2,7 @@
 for this machine drives Koordinator v1.8.0's own koord-scheduler.
 
 Uses the session's real cluster (tests/integration/realnode_cluster.py; installs Loadline if no earlier test has,
-through test_realnode.py's `workload_ns` fixture). koord-scheduler runs beside it on
+through the `workload_ns` fixture of tests/integration/conftest.py). koord-scheduler runs beside it on
 the same control plane with LoadAwareScheduling thresholds below what one real burner pod uses:
 
 - `usageThresholds` (node usage, for non-prod pods): the agent's `nodeUsage` is the whole host's busy CPU, which on
@@ -21,14 +21,11 @@ from typing import Any
 import pytest
 
 from tests.harness import koordinator
-from tests.integration.realnode_cluster import RealCluster, burner_pod
+from tests.integration.realnode_cluster import RealCluster, burner_pod, cpu_cores, update_time, wait_for
 from tests.integration.scheduler_support import Api, events_for
 from tests.integration.test_koordinator_compat import LOAD_AWARE_REASON
-from tests.integration.test_realnode import cpu_cores, update_time, wait_for
 
 # The fixtures (Loadline installed; a namespace of the test's own), re-exported by name so pytest finds them here.
-from tests.integration.test_realnode import installed as installed  # noqa: PLC0414
-from tests.integration.test_realnode import workload_ns as workload_ns  # noqa: PLC0414
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 BURN_CORES = 1.0  # the burner is one Python thread: at most one core

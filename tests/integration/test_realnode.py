@@ -11,9 +11,6 @@ import json
 import os
 import time
 import urllib.request
-import uuid
-from collections.abc import Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +30,11 @@ from tests.integration.realnode_cluster import (
     REPORT_INTERVAL,
     RealCluster,
     burner_pod,
+    cpu_cores,
+    idle_nodemetric,
+    set_descheduler_thresholds,
+    update_time,
+    wait_for,
 )
 
 # The first test also sets up the session's real cluster (and may wait for another real node on this machine).
@@ -42,24 +44,6 @@ CGROUP = Path("/sys/fs/cgroup")
 
 
 # ----------------------------------------------------------------------------- helpers
-def wait_for(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5,
-             context: Callable[[], str] | None = None) -> Any:  # fmt: skip
-    """`check()` once truthy; else an AssertionError naming `what`, the last result and `context()` (logs)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as exc:
-            last = exc
-        else:
-            if last:
-                return last
-        time.sleep(interval)
-    details = f"\n{context()}" if context else ""
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r}){details}")
-
-
 def pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = cluster.kubectl_json("get", "pod", name, "-n", namespace)
     return result
@@ -69,15 +53,6 @@ def running(cluster: RealCluster, namespace: str, name: str, timeout: float = 60
     cluster.plane.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", namespace, f"--timeout={int(timeout)}s",
                           timeout=timeout + 10)  # fmt: skip
     return pod(cluster, namespace, name)
-
-
-def update_time(nodemetric: dict[str, Any]) -> float:
-    stamp = (nodemetric.get("status") or {}).get("updateTime")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else 0.0
-
-
-def cpu_cores(resources: dict[str, Any]) -> float:
-    return Quantity.parse(resources["cpu"]).milli_value() / 1000
 
 
 def memory_bytes(resources: dict[str, Any]) -> float:
@@ -119,25 +94,6 @@ def holder_pod(cluster: RealCluster, component: str, holder: str) -> str:
         if holder == name or holder.startswith(name + "_"):
             return str(name)
     return ""
-
-
-@pytest.fixture
-def installed(real_cluster: RealCluster) -> None:
-    """Loadline installed by its chart: the first test here measures `helm install`; a test run on its own (or
-    after the uninstall test) installs it here."""
-    if not real_cluster.installed:
-        real_cluster.install()
-
-
-@pytest.fixture
-def workload_ns(real_cluster: RealCluster, installed: None) -> Iterator[str]:
-    name = f"rn-{uuid.uuid4().hex[:6]}"
-    real_cluster.plane.kubectl("create", "namespace", name)
-    # ServiceAccount admission is on: pods wait for kube-controller-manager to create `default`.
-    wait_for("default ServiceAccount", lambda: real_cluster.plane.kubectl(
-        "get", "serviceaccount", "default", "-n", name, check=False).returncode == 0, 30)  # fmt: skip
-    yield name
-    real_cluster.plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
 
 
 # ----------------------------------------------------------------------------- §3 the chart
@@ -371,15 +327,6 @@ def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: Real
     assert any("loadline" in (s or "") for s in sources), f"Scheduled events from {sources}, none from Loadline"
 
 
-def idle_nodemetric(cluster: RealCluster, node: str) -> None:
-    """A fresh NodeMetric saying a kwok node is idle: somewhere low for the descheduler to move pods to."""
-    cluster.plane.apply({"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node}})
-    now = datetime.now().astimezone().isoformat(timespec="seconds")
-    idle = {"resources": {"cpu": "100m", "memory": "1Gi"}}
-    cluster.plane.kubectl("patch", "nodemetric", node, "--subresource=status", "--type=merge", "-p", json.dumps({
-        "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
-
-
 def victim_deployment(cluster: RealCluster, namespace: str, replicas: int) -> dict[str, Any]:
     spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
                       resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
@@ -423,13 +370,6 @@ def pod_metrics(cluster: RealCluster, component: str, port: int, names: tuple[st
                     key = (sample.name, tuple(sorted(sample.labels.items())))
                     totals[key] = totals.get(key, 0.0) + sample.value
     return totals
-
-
-def set_descheduler_thresholds(cluster: RealCluster, low: dict[str, int], high: dict[str, int]) -> None:
-    """helm upgrade with new LowNodeLoad thresholds; the config checksum rolls the Deployments."""
-    cluster.upgrade(*(f"descheduler.lowNodeLoad.{kind}Thresholds.{resource}={value[resource]}"
-                      for kind, value in (("low", low), ("high", high)) for resource in ("cpu", "memory")))  # fmt: skip
-    cluster.wait_all_ready()
 
 
 def test_descheduler_pod_evicts_from_the_hot_real_node_and_honours_a_pdb(

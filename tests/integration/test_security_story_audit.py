@@ -15,18 +15,18 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.harness import demo
-from tests.integration.realnode_cluster import IDLE_HIGH_THRESHOLDS, LOW_THRESHOLDS, RealCluster
-from tests.integration.test_realnode import (  # noqa: F401 (installed, workload_ns: the fixtures)
+from tests.integration.realnode_cluster import (
+    IDLE_HIGH_THRESHOLDS,
+    LOW_THRESHOLDS,
+    RealCluster,
     idle_nodemetric,
-    installed,
     set_descheduler_thresholds,
-    workload_ns,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 
-def test_the_demo_story_gets_no_403_for_any_loadline_component(real_cluster: RealCluster, workload_ns: str) -> None:  # noqa: F811
+def test_the_demo_story_gets_no_403_for_any_loadline_component(real_cluster: RealCluster, workload_ns: str) -> None:
     cluster = real_cluster
     state = demo.cluster_state(cluster.plane, cluster.plane.root / "demo-bin", cluster.node.name, cluster.kwok_nodes)
     story = demo.Demo(state, namespace=workload_ns)
