@@ -61,6 +61,7 @@ PSI_UPDATE_SECONDS = 2.0  # the kernel's PSI averaging period (PSI_FREQ, 2 s)
 _CPU, _PERIODS, _THROTTLED, _THROTTLED_SECONDS, _ANON, _WORKING_SET, _PSI = range(7)
 _PSI_KINDS = (GAUGE, COUNTER, GAUGE, COUNTER)
 _PSI_SLOTS = len(PSI_RESOURCES) * len(_PSI_KINDS)
+_EMPTY = (MISSING,) * (_PSI + _PSI_SLOTS)  # a target's slots, empty
 
 
 def every_cycles(seconds: float, interval: float) -> int:
@@ -118,6 +119,7 @@ class _Target:
     anon: SeriesKey
     working_set: SeriesKey
     offset: int = 0  # first slot in the block layout
+    width: int = 0  # its number of slots there
     rel: str | None = None  # the candidate found on disk; None until found
     fresh: bool = True  # found but not read yet: read everything, hold nothing
     files: _Files | None = None
@@ -234,6 +236,7 @@ class CgroupCollector:
                     keys += PsiKeys.build(resource, t.base, node=False)
                     kinds += _PSI_KINDS
                     sources += ("", t.source, "", t.source)
+            t.width = len(keys) - t.offset
         return BlockLayout(tuple(keys), tuple(kinds), tuple(sources))
 
     def _reuse(
@@ -296,33 +299,33 @@ class CgroupCollector:
             return SampleBlock(_NO_SERIES, [])  # no kubepods hierarchy (yet): nothing to report is not a failure
         self._refresh_targets(layout, self._pods())
         block = self._block
-        values = [MISSING] * len(block)
         held = self._held[1] if self._held is not None and self._held[0] is block else None
+        # Start from the last cycle's values (one C-level copy) so a held target costs nothing; the slots of a
+        # target read now are emptied first, so a failed read leaves NaN as it would without holding.
+        values = held.copy() if held is not None else [MISSING] * len(block)
         v1 = layout.version is CgroupVersion.V1
         self._cycle += 1
         psi_every, container_every = self._psi_every, self._container_every
         for i, target in enumerate(self._targets):
-            if not self._resolve(layout, target):
+            o = target.offset
+            if target.files is None and not self._resolve(layout, target):
                 self._errors.record(SeriesErrors.VANISHED)  # listed, but no cgroup (exited or not created)
+                if held is not None:
+                    values[o : o + target.width] = _EMPTY[: target.width]
                 continue
             phase = self._cycle + i  # staggered: each cycle reads an even share of the held sources
             hold = held is not None and not target.fresh
             if hold and target.container and phase % container_every != 0:
-                assert held is not None and target.files is not None
-                o = target.offset
-                end = o + _PSI + (_PSI_SLOTS if target.files.pressure else 0)
-                values[o:end] = held[o:end]
-                continue
+                continue  # its slots hold the last values (copied above)
             # a container read at most every PSI period reads its PSI whenever it is read
             hold_psi = hold and phase % psi_every != 0 and not (target.container and container_every >= psi_every)
+            if held is not None:
+                width = _PSI if hold_psi else target.width
+                values[o : o + width] = _EMPTY[:width]
             if not self._collect_target(target, v1, now, values, not hold_psi):
                 self._release(layout, target)  # the cgroup went away; look for it afresh next cycle
                 continue
             target.fresh = False
-            if hold_psi and target.files is not None and target.files.pressure:
-                assert held is not None
-                o = target.offset
-                values[o + _PSI : o + _PSI + _PSI_SLOTS] = held[o + _PSI : o + _PSI + _PSI_SLOTS]
         self._held = (block, values)
         return SampleBlock(block, values)
 
