@@ -46,6 +46,7 @@ from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
+from agent import malloc
 from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
 from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import Kind, Sample, SampleBlock, SeriesKey
@@ -434,7 +435,9 @@ class Exporter:
         # Raw series are rendered per scrape (off the loop) from the last collect cycle; aggregates are the
         # bytes the aggregation prepared.
         raw = await asyncio.to_thread(self._raw) if self._raw is not None else b""
-        return web.Response(body=self.metrics_text(raw), headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+        body = self.metrics_text(raw)
+        malloc.trim()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
 
     async def _status_json(self, request: web.Request) -> web.Response:
         assert self._status is not None

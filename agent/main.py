@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent import malloc
 from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, render_self, render_timed
@@ -167,6 +168,7 @@ class NodeAgent:
             return
         inp = self.pipeline.export_input(agg)
         self.exporter.update(await asyncio.to_thread(render_timed, [inp], self.timings))
+        malloc.trim()
 
     def _self_metrics(self) -> str:
         assert self.pipeline is not None
@@ -199,6 +201,7 @@ class NodeAgent:
 
 
 async def run_daemon(settings: AgentSettings, *, standalone: bool = False) -> int:
+    malloc.limit_arenas()
     agent = NodeAgent(settings, standalone=standalone)
     try:
         await agent.start()

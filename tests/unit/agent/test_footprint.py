@@ -27,3 +27,10 @@ def test_only_the_enabled_collectors_are_imported() -> None:
     assert imported_after(built + "build_collectors(CollectorContext(), ['node', 'infiniband'])") == [
         "agent.collectors.infiniband"
     ]
+
+
+def test_the_malloc_settings_apply_on_glibc() -> None:
+    # In a child: one arena for the rest of the process is not something to leave behind in the test runner.
+    probe = "from agent import malloc\nassert malloc.limit_arenas(), 'mallopt refused'\nmalloc.trim()\nprint('ok')"
+    out = subprocess.run([sys.executable, "-c", probe], check=False, cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
