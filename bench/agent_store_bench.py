@@ -14,7 +14,8 @@
    memory.stat for real; removed afterwards).
 3. RSS of this process after the largest run.
 4. --daemon: the real `loadline agent --standalone` process with every default over fixture pod trees: CPU
-   share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`.
+   share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`; then the import floor (RSS of
+   a fresh interpreter after `import agent.main` alone).
 Targets (issue 14, default intervals): <= 1 % of one core at 300 pods x 3, <= 60 MB RSS at 100 pods x 3.
 """
 
@@ -292,6 +293,19 @@ def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float) 
                 agent.wait()
 
 
+def import_floor() -> None:
+    """RSS of a fresh interpreter after `import agent.main` and nothing else: what the daemon cannot go below."""
+    probe = (
+        "import re\n"
+        "def rss(): return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) / 1024\n"
+        "bare = rss()\nimport agent.main\nprint(f'{bare:.1f} {rss():.1f}')"
+    )
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, check=True)
+    bare, imported = (float(x) for x in out.stdout.split())
+    print(f"import floor: RSS {imported:.1f} MiB after `import agent.main` alone (the interpreter {bare:.1f} MiB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pods", default="10,100,300")
@@ -312,6 +326,7 @@ def main() -> None:
     if args.daemon:
         for n in (int(x) for x in args.daemon.split(",")):
             bench_daemon(n, args.warmup, args.measure, args.scrape_every)
+        import_floor()
         return
     if args.rss_only:
         bench_rss(args.rss_pods)
