@@ -21,6 +21,15 @@ F32 = npt.NDArray[np.float32]
 F64 = npt.NDArray[np.float64]
 
 
+RESERVE_BYTES = 256 * 2**20  # address space a ring takes ahead of its rows (not memory until rows are written)
+
+
+def _reserve(rows: int, max_rows: int, slots: int) -> F32:
+    """An uninitialised buffer of at least `rows` rows: max_rows if they fit in RESERVE_BYTES, else as many as fit."""
+    fit = RESERVE_BYTES // (slots * np.dtype(np.float32).itemsize)
+    return np.empty((min(max_rows, max(rows, fit)), slots), dtype=np.float32)
+
+
 class SampleRing:
     def __init__(self, slots: int, *, initial_rows: int = 64, max_rows: int = 16384) -> None:
         if slots < 2:
@@ -29,11 +38,12 @@ class SampleRing:
             raise ValueError("need 1 <= initial_rows <= max_rows")
         self.slots = slots
         self.max_rows = max_rows
-        # Address space for max_rows is taken once (np.empty: a page is resident only once a row on it is
-        # written), and `values` is a view of its first `capacity` rows: growing is a wider view, never a copy,
-        # so the process does not hold the old and the new ring at once (at 300 pods x 3 that copy was +14 MiB
-        # of peak RSS, which the memory limit has to cover).
-        self._buffer: F32 = np.empty((max_rows, slots), dtype=np.float32)
+        # Address space for up to max_rows is taken at once (np.empty: a page is resident only once a row on it
+        # is written), and `values` is a view of its first `capacity` rows: growing within it is a wider view, not
+        # a copy, so the process does not hold the old and the new ring at once (at 300 pods x 3 that copy was
+        # +14 MiB of peak RSS, which the memory limit has to cover). The reservation is bounded so that very long
+        # windows (many slots) do not ask the kernel for gigabytes; beyond it the ring grows by copying.
+        self._buffer: F32 = _reserve(initial_rows, max_rows, slots)
         self.values: F32 = self._buffer[:initial_rows]
         self.values[:] = np.nan
         self.times: F64 = np.full(slots, np.nan, dtype=np.float64)
@@ -94,6 +104,10 @@ class SampleRing:
 
     def _grow(self, rows: int) -> None:
         old = self.capacity
+        if rows > self._buffer.shape[0]:  # past the reservation: a larger one, and the rows so far copied over
+            buffer = _reserve(rows, self.max_rows, self.slots)
+            buffer[:old] = self.values
+            self._buffer = buffer
         # rows above the high-water mark stay untouched, hence not resident, until allocated
         self.values = self._buffer[:rows]
         self.last_written = np.concatenate([self.last_written, np.full(rows - old, np.inf)])

@@ -131,3 +131,27 @@ def test_a_repeated_column_reuses_its_rows_until_rows_change() -> None:
     keys[2] = "d"  # the same list object, other contents
     ring.append_column(5.0, keys, [11.0, 12.0, 13.0])
     assert ring.values[ring.row_of("d"), ring.head] == 13.0 and np.isnan(ring.values[ring.row_of("c"), ring.head])
+
+
+def test_growth_within_the_reservation_is_a_wider_view_not_a_copy() -> None:
+    ring = SampleRing(8, initial_rows=2, max_rows=1024)
+    ring.append_column(1.0, ["a", "b"], [1.0, 2.0])
+    before = ring.values
+    ring.append_column(2.0, ["a", "b", "c"], [3.0, 4.0, 5.0])  # a third row: grows
+    assert ring.capacity > 2
+    assert np.shares_memory(before, ring.values)  # the same buffer: no second ring held during growth
+    assert ring.values[ring.row_of("a"), :2].tolist() == [1.0, 3.0]
+
+
+def test_growth_past_the_reservation_copies_and_keeps_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent.store.ring as ring_module
+
+    monkeypatch.setattr(ring_module, "RESERVE_BYTES", 8 * 4 * 3)  # room for 3 rows of 8 slots
+    ring = SampleRing(8, initial_rows=2, max_rows=1024)
+    keys = [f"s{i}" for i in range(300)]
+    ring.append_column(1.0, keys[:2], [1.0, 2.0])
+    before = ring.values
+    ring.append_column(2.0, keys, [float(i) for i in range(300)])
+    assert ring.capacity >= 300 and not np.shares_memory(before, ring.values)
+    assert ring.values[ring.row_of("s1"), :2].tolist() == [2.0, 1.0]
+    assert ring.values[ring.row_of("s299"), 1] == 299.0 and np.isnan(ring.values[ring.row_of("s299"), 0])
