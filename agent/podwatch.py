@@ -26,6 +26,7 @@ from agent.collectors.pods import ContainerRef, PodRef, QoSClass
 from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass, kube_qos_class
 from common.kube.http import JSON, KubeHTTP
+from common.kube.kubeconfig import SERVICE_ACCOUNT_DIR
 from common.kube.reflector import Reflector
 
 log = logging.getLogger("loadline.agent.pods")
@@ -299,7 +300,7 @@ def scan_pods(
 
 
 # ------------------------------------------------------------------------------------------------ standalone
-SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+SERVICE_ACCOUNT_TOKEN = SERVICE_ACCOUNT_DIR / "token"
 
 
 def _service_account_token() -> str | None:

@@ -10,7 +10,8 @@ It watches its own Node, its own NodeSLO and the pods bound to the node, and eve
 - BE CPU suppress: suppress = capacity × cpuSuppressThresholdPercent − non-BE pods − non-BE host
   apps − max(system usage, node reserved), applied with the `cfsQuota` or `cpuset` policy (the
   other policy's setting restored, as koordlet does when the policy switches);
-- BE memory evict through the Eviction API, with the cool-down.
+- BE memory evict by deleting the pod (UID precondition; the chart's admission policy holds the
+  agent's deletes to its own node), with the cool-down.
 
 Usage comes from `usage()` (the newest collect cycle); a round without fresh usage does not act.
 Stopping the enforcer leaves the cgroups as they are: an agent restart must not hand the node's
