@@ -88,7 +88,10 @@ def test_koord_scheduler_filters_the_real_node_loadline_reports_hot(
             resources={"requests": {"cpu": "100m", "memory": "64Mi"}},
         ))  # fmt: skip
         wait_for("koord-scheduler to place the burner", lambda: placed("burner"), 180, context=context)
-        assert reporters(api, namespace, "burner", "Scheduled") == {koord.scheduler_name}, context()
+        # koord-scheduler writes its events after the binding, asynchronously: wait for the event.
+        wait_for(f"the Scheduled event of burner from {koord.scheduler_name}",
+                 lambda: reporters(api, namespace, "burner", "Scheduled") == {koord.scheduler_name}, 30,
+                 context=context)  # fmt: skip
         print(f"cool: koord-scheduler placed the burner on {node} in {time.monotonic() - started:.1f}s")
 
         # Hot: Loadline's agent measures the burner (podsMetric, prod) and the host (nodeUsage) over the threshold.
@@ -134,7 +137,10 @@ def test_koord_scheduler_filters_the_real_node_loadline_reports_hot(
         freed_at = time.monotonic()
         wait_for("koord-scheduler to place the prod probe once the burner is gone", lambda: placed("prod-probe"), 120,
                  context=context)  # fmt: skip
-        assert reporters(api, namespace, "prod-probe", "Scheduled") == {koord.scheduler_name}
+        # koord-scheduler writes its events after the binding, asynchronously: wait for the event.
+        wait_for(f"the Scheduled event of prod-probe from {koord.scheduler_name}",
+                 lambda: reporters(api, namespace, "prod-probe", "Scheduled") == {koord.scheduler_name}, 30,
+                 context=context)  # fmt: skip
         print(f"cool again: prod probe placed {time.monotonic() - freed_at:.1f}s after the burner was deleted; "
               f"{nodemetric_line()}")  # fmt: skip
     assert not koord.alive(), "koord-scheduler still running after its block"

@@ -295,15 +295,22 @@ def test_besteffort_pods_are_held_to_the_suppress_target_on_real_cgroups(
         # the formula (Koordinator's) counts every non-pod process as system usage, so a host saturated by other
         # work keeps the quota down, and the message says how much of the host was idle.
         real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s")
-        wait_for("the BE quota to rise after the LS load left",
-                 lambda: int(quota_file.read_text()) / 100_000 >= held_quota + 0.3, 60,
-                 context=lambda: f"quota {int(quota_file.read_text()) / 100_000:.3f} cores, host idle "
-                                 f"{host_idle_cores(2):.2f} of {os.cpu_count()} cores")  # fmt: skip
-        time.sleep(2)
-        back, back_quota = cpu_rate_under_quota(be_cgroup, quota_file, 4)
-        print(f"LS gone, enforcement on: mean quota {back_quota:.3f} cores, BE cgroup used {back:.3f} cores")
-        assert back > max(held * 1.5, held + 0.2), "the BE pod did not get its CPU back when the LS load went away"
-        assert back <= back_quota * 1.10 + 0.02, "the BE cgroup used more CPU than its quota"
+        # The quota follows the host's other work round by round, so the pod's real use is judged over 3-s windows
+        # for up to 90 s: some window must show the CPU back, and no window may show more than its quota allowed.
+        windows: list[tuple[float, float]] = []
+
+        def cpu_back() -> bool:
+            windows.append(cpu_rate_under_quota(be_cgroup, quota_file, 3))
+            return windows[-1][0] > max(held * 1.5, held + 0.2)
+
+        wait_for("the BE pod to get its CPU back after the LS load left", cpu_back, 90, interval=0,
+                 context=lambda: f"windows (used, mean quota): {[(round(u, 3), round(q, 3)) for u, q in windows]}; "
+                                 f"host idle {host_idle_cores(2):.2f} of {os.cpu_count()} cores")  # fmt: skip
+        back, back_quota = windows[-1]
+        print(f"LS gone, enforcement on: after {len(windows)} window(s) of 3 s, mean quota {back_quota:.3f} cores, "
+              f"BE cgroup used {back:.3f} cores")  # fmt: skip
+        over = [(u, q) for u, q in windows if u > q * 1.10 + 0.02]
+        assert over == [], f"the BE cgroup used more CPU than its quota (used, mean quota): {over}"
     finally:
         set_suppress(real_cluster, enable=False)
         real_cluster.plane.kubectl("delete", "pod", "ls", "-n", workload_ns, "--wait=true", "--timeout=60s", check=False)
