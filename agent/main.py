@@ -35,7 +35,8 @@ from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
 from common.config import ConfigError
-from common.kube.http import KubeConfigError, KubeHTTP
+from common.kube.http import KubeHTTP
+from common.kube.kubeconfig import KubeConfigError
 
 if typing.TYPE_CHECKING:
     from agent.publisher import NodeMetricCache, NodeMetricPublisher

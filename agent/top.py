@@ -295,7 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"loadline top: --window: {exc}", file=sys.stderr)
         return 2
-    from common.kube.http import KubeConfigError, KubeError
+    from common.kube.http import KubeError
+    from common.kube.kubeconfig import KubeConfigError
 
     try:
         nodes, metrics, pods = asyncio.run(fetch(args.kubeconfig))

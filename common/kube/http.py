@@ -17,21 +17,8 @@ from typing import Any
 import aiohttp
 import orjson
 
-from common.kube.kubeconfig import MISSING_CONFIGURATION_HINT, ClusterAccess, KubeConfigError, load_configuration
+from common.kube.kubeconfig import ClusterAccess, load_configuration
 from common.ratelimit import TokenBucket
-
-__all__ = [
-    "JSON",
-    "MISSING_CONFIGURATION_HINT",
-    "POOL_CONNECTIONS",
-    "ClusterAccess",
-    "KubeConfigError",
-    "KubeError",
-    "KubeHTTP",
-    "decode_json",
-    "load_configuration",
-    "resource_path",
-]
 
 JSON = dict[str, Any]
 POOL_CONNECTIONS = 64  # connections one KubeHTTP keeps to the API server: requests beyond wait for one, FIFO

@@ -34,7 +34,7 @@ def test_port_zero_reports_the_bound_port() -> None:
 
 
 def test_missing_cluster_configuration_says_what_to_pass(tmp_path: Path) -> None:
-    from common.kube.http import KubeConfigError, load_configuration
+    from common.kube.kubeconfig import KubeConfigError, load_configuration
 
     broken = tmp_path / "kubeconfig"
     broken.write_text("clusters: [this is: not: yaml")

@@ -17,7 +17,8 @@ import yaml
 from aiohttp import web
 
 from common.kube import kubeconfig
-from common.kube.http import KubeConfigError, KubeHTTP, load_configuration
+from common.kube.http import KubeHTTP
+from common.kube.kubeconfig import KubeConfigError, load_configuration
 from tests.harness.pki import Pki, make_pki
 
 

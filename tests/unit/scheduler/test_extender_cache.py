@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from common.kube.http import ClusterAccess, KubeHTTP
+from common.kube.http import KubeHTTP
+from common.kube.kubeconfig import ClusterAccess
 from scheduler_plugin.extender.cache import ASSIGNED_PODS, ClusterCache
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from common.kube.http import ClusterAccess, KubeHTTP
+from common.kube.http import KubeHTTP
+from common.kube.kubeconfig import ClusterAccess
 from common.kube.malformed import MalformedObjects
 from scheduler_plugin.framework.events import NODE_METRIC
 from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
