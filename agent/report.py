@@ -330,9 +330,12 @@ def build_status(
         resources = _resources(
             agg.avg(SeriesKey(CPU_USAGE_CORES, uid)), agg.avg(SeriesKey(MEMORY_ANON_USAGE_BYTES, uid))
         )
+        if CPU not in resources or MEMORY not in resources:
+            # koordlet's collectPodMetric gives up on a pod when either its CPU or its memory query fails (a pod
+            # found since the last sample has memory but no CPU rate yet), so every entry it writes has both keys
+            # and readers (koord-scheduler's estimator, the descheduler) never see a half-filled podUsage.
+            continue
         pod_devices = _device_infos(devices, agg.avg, uid)
-        if not resources and not pod_devices:
-            continue  # no samples (yet): koordlet skips pods whose query fails
         pods_metric.append(
             PodMetricInfo(
                 namespace=pod.namespace,

@@ -200,6 +200,23 @@ def test_pods_metric_average_usage_with_defaulted_priority_and_qos_sorted() -> N
     ]
 
 
+def test_a_pod_with_memory_but_no_cpu_rate_yet_is_left_out_as_koordlet_does() -> None:
+    """koordlet's collectPodMetric returns an error when either query fails: no podUsage without a cpu key."""
+    series = node_series(10)
+    series[SeriesKey(MEMORY_ANON_USAGE_BYTES, "u-new")] = [GiB] * 10  # first sample: no CPU rate yet
+    series[SeriesKey(CPU_USAGE_CORES, "u-cpu-only")] = [0.5] * 10
+    series[SeriesKey(CPU_USAGE_CORES, "u-idle")] = [0.0] * 10  # idle, not unknown: reported as 0
+    series[SeriesKey(MEMORY_ANON_USAGE_BYTES, "u-idle")] = [GiB] * 10
+    pods = {
+        uid: PodIdentity.from_pod(pod_json(uid, "ns", uid.removeprefix("u-")))
+        for uid in ("u-new", "u-cpu-only", "u-idle")
+    }
+    status = status_of(series, ReportPolicy(aggregate_duration_seconds=5, windows=(4,)), pods=pods)
+    assert [(p["name"], p["podUsage"]["resources"]) for p in status["podsMetric"]] == [
+        ("idle", {"cpu": "0", "memory": "1Gi"})
+    ]
+
+
 def test_no_pods_means_no_pods_metric_field() -> None:
     status = status_of(node_series(5), ReportPolicy(aggregate_duration_seconds=5, windows=(4,)))
     assert "podsMetric" not in status
