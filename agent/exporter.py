@@ -1,4 +1,4 @@
-"""Prometheus exposition and health endpoints (`/metrics`, `/healthz`, `/readyz`) on an aiohttp server.
+"""Prometheus exposition and health endpoints (`/metrics`, `/healthz`, `/readyz`) on `agent.httpd`.
 
 Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for CPU rates), counters end in
 `_total`, ratios are 0..1 and end in `_ratio`; everything is under the `loadline_` prefix.
@@ -42,12 +42,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from agent import malloc
 from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
+from agent.httpd import Handler, HTTPServer, Response
 from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import Kind, Sample, SampleBlock, SeriesKey
 from common.api.wire import GoDuration
@@ -413,7 +413,7 @@ class Exporter:
         self._ready = ready
         self._include_default = include_default_registry
         self._body = b""
-        self._runner: web.AppRunner | None = None
+        self._server: HTTPServer | None = None
         self.port: int | None = None
         self.scrapes = 0
 
@@ -430,55 +430,48 @@ class Exporter:
             parts.append(generate_latest(REGISTRY))
         return b"".join(parts)
 
-    async def _metrics(self, request: web.Request) -> web.Response:
+    async def _metrics(self) -> Response:
         self.scrapes += 1
         # Raw series are rendered per scrape (off the loop) from the last collect cycle; aggregates are the
         # bytes the aggregation prepared.
         raw = await asyncio.to_thread(self._raw) if self._raw is not None else b""
         body = self.metrics_text(raw)
         malloc.trim()
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4)
 
-    async def _status_json(self, request: web.Request) -> web.Response:
+    async def _status_json(self) -> Response:
         assert self._status is not None
-        return web.json_response(await self._status(), dumps=lambda obj: json.dumps(obj, indent=2) + "\n")
+        body = json.dumps(await self._status(), indent=2) + "\n"
+        return Response(200, body.encode(), "application/json; charset=utf-8")
 
     @staticmethod
-    def _check(check: Check) -> web.Response:
+    def _check(check: Check) -> Response:
         ok, detail = check()
-        return web.Response(status=200 if ok else 503, text=(detail or ("ok" if ok else "not ok")) + "\n")
+        return Response(200 if ok else 503, ((detail or ("ok" if ok else "not ok")) + "\n").encode())
 
-    async def _healthz(self, request: web.Request) -> web.Response:
+    async def _healthz(self) -> Response:
         return self._check(self._health)
 
-    async def _readyz(self, request: web.Request) -> web.Response:
+    async def _readyz(self) -> Response:
         return self._check(self._ready)
 
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+    def routes(self) -> dict[str, Handler]:
+        routes: dict[str, Handler] = {"/metrics": self._metrics, "/healthz": self._healthz, "/readyz": self._readyz}
         if self._status is not None:
-            app.router.add_get(STATUS_PATH, self._status_json)
-        return app
+            routes[STATUS_PATH] = self._status_json
+        return routes
 
     async def start(self) -> int:
-        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.address, self.requested_port, reuse_address=True)
-        await site.start()
-        self._runner = runner
-        addresses = runner.addresses
-        self.port = int(addresses[0][1]) if addresses else self.requested_port
-        paths = "/metrics, /healthz, /readyz" + (f", {STATUS_PATH}" if self._status is not None else "")
-        log.info("serving %s on %s:%s", paths, self.address, self.port)
+        server = HTTPServer(self.routes())
+        self.port = await server.start(self.address, self.requested_port)
+        self._server = server
+        log.info("serving %s on %s:%s", ", ".join(server.routes), self.address, self.port)
         return self.port
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
 
 
 def render_timed(inputs: Sequence[ExportInput], timings: AgentTimings) -> bytes:

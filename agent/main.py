@@ -35,12 +35,12 @@ from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
 from common.config import ConfigError
-from common.kube.http import KubeHTTP
 from common.kube.kubeconfig import KubeConfigError
 
 if typing.TYPE_CHECKING:
     from agent.publisher import NodeMetricCache, NodeMetricPublisher
     from agent.qos.enforcer import QoSEnforcer
+    from common.kube.http import KubeHTTP
 from common.logging import setup_logging
 
 log = logging.getLogger("loadline.agent")
@@ -87,6 +87,8 @@ class NodeAgent:
             http = None
         else:
             if self.http is None:
+                from common.kube.http import KubeHTTP  # here: a standalone agent needs no API client (aiohttp)
+
                 try:
                     self.http = await KubeHTTP.connect(s.kubeconfig, user_agent=USER_AGENT)
                 except KubeConfigError:

@@ -19,15 +19,16 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass
 from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass, kube_qos_class
-from common.kube.http import JSON, KubeHTTP
 from common.kube.kubeconfig import SERVICE_ACCOUNT_DIR
-from common.kube.reflector import Reflector
+
+if TYPE_CHECKING:
+    from common.kube.http import JSON, KubeHTTP
 
 log = logging.getLogger("loadline.agent.pods")
 
@@ -163,6 +164,9 @@ class PodWatch:
     """The pods of one node, from the API server."""
 
     def __init__(self, http: KubeHTTP, node_name: str, *, max_backoff_seconds: float = 30.0) -> None:
+        # Here, not at the top: the API client (aiohttp, ~10 MiB resident) is for the agent with a cluster only.
+        from common.kube.reflector import Reflector
+
         self.node_name = node_name
         self.index = PodIndex()
         self.reflector = Reflector(
@@ -358,18 +362,24 @@ class LocalPods:
         self._infos = infos
 
     async def fetch(self) -> None:
-        import aiohttp
+        import asyncio
 
-        headers = {}
+        self.apply(await asyncio.to_thread(self._get_pod_list))
+
+    def _get_pod_list(self) -> Any:
+        """GET <kubelet>/pods (on a worker thread). urllib, not aiohttp: a standalone agent has no other HTTP
+        client to share, and prometheus_client has urllib loaded already (aiohttp would be ~10 MiB resident)."""
+        import json
+        import urllib.request
+
+        if not self.kubelet_url.startswith(("http://", "https://")):
+            raise ValueError(f"kubelet URL {self.kubelet_url!r} is not http(s)")  # urllib would also open file:
+        request = urllib.request.Request(f"{self.kubelet_url}/pods", headers={"Accept": "application/json"})
         if self.kubelet_url.startswith("https:") and (token := _service_account_token()):
-            headers["Authorization"] = f"Bearer {token}"
-        timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
-        async with (
-            aiohttp.ClientSession(timeout=timeout) as session,
-            session.get(f"{self.kubelet_url}/pods", headers=headers) as response,
-        ):
-            response.raise_for_status()
-            self.apply(await response.json(content_type=None))
+            request.add_header("Authorization", f"Bearer {token}")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the node's kubelet: no proxy
+        with opener.open(request, timeout=self.timeout_seconds) as response:  # raises on non-2xx
+            return json.load(response)
 
     async def run(self) -> None:
         import asyncio

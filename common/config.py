@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,6 +39,8 @@ def load_settings(
     values: dict[str, Any] = {}
     sources: list[str] = []
     if file is not None:
+        import yaml  # only with a file: most deployments set flags and environment variables (~1 MiB resident)
+
         path = Path(file)
         try:
             loaded = yaml.safe_load(path.read_text()) or {}

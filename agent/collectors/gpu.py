@@ -27,7 +27,8 @@ samples of the last `_PROCESS_SAMPLE_MAX_AGE` seconds (NVML's sample period is a
 newest per PID, so a busy process is seen every cycle and an idle one drops out within that age. Per-pod
 attribution maps PIDs to pods through /proc/<pid>/cgroup (`pid_pods`), hence `hostPID: true`.
 
-Threads and failures: `import pynvml` happens on first use, and every NVML call runs on this collector's
+Threads and failures: `import pynvml` happens on first use once the NVIDIA driver is loaded
+(`<proc>/driver/nvidia/version`), and every NVML call runs on this collector's
 own daemon thread (`worker.BlockingWorker`), never on the event loop; the sampler's cycle waits for it at most
 `call_timeout` (1 s): a call that outlives it fails this cycle, and later cycles fail at once (nothing is
 queued behind a hung driver) until it returns. No library, no driver or no GPU
@@ -141,6 +142,10 @@ class GpuCollector:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._load = load_nvml
+        # NVML needs the NVIDIA kernel driver, which shows itself in procfs: where it is not loaded (most nodes),
+        # pynvml is not even imported (~2.6 MiB resident for a library that could only fail). A loader other
+        # than the real one (a test fake, another binding) is always asked.
+        self._driver_file = Path(proc_root) / "driver" / "nvidia" / "version" if load_nvml is _import_pynvml else None
         self._retry_seconds = retry_seconds
         self._timeout = call_timeout
         self._wall_clock = wall_clock  # NVML stamps process samples with CPU wall-clock microseconds
@@ -179,6 +184,10 @@ class GpuCollector:
             raise RuntimeError("an earlier NVML call is still running")
         if self._nvml is None and now < self._next_attempt:
             return block_of((), self._builder)  # off: no GPU here is normal, not a failure
+        if self._nvml is None and self._driver_file is not None and not self._driver_file.exists():
+            # one stat of procfs on the loop: no worker thread and no pynvml where there is no driver
+            self._turn_off(now, f"no NVIDIA driver loaded (no {self._driver_file})")
+            return block_of((), self._builder)
         samples = await self._worker.run(self._collect_blocking, now, wait_seconds=self._timeout)
         return block_of(samples, self._builder)
 

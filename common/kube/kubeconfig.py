@@ -27,8 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REFRESH_SECONDS = 60.0  # client-go's cached token file source re-reads after a minute
 
@@ -131,6 +129,8 @@ class _Named:
 
 def _read_files(paths: list[Path]) -> tuple[dict[str, dict[str, _Named]], str | None]:
     """Merge kubeconfig files as client-go does: the first file naming an entry wins it."""
+    import yaml  # here: an agent in a pod reads only its service account, and yaml is ~1 MiB of resident memory
+
     merged: dict[str, dict[str, _Named]] = {"clusters": {}, "users": {}, "contexts": {}}
     current: str | None = None
     for path in paths:

@@ -1,4 +1,5 @@
-"""What the agent imports at start (issue 14): disabled collectors and heavy optional libraries stay unloaded."""
+"""What the agent imports (issue 14): disabled collectors, heavy optional libraries and what only the agent with a
+cluster uses (the API client: aiohttp) stay unloaded; each is resident memory the agent would carry for nothing."""
 
 from __future__ import annotations
 
@@ -9,16 +10,57 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("pynvml", "pyroute2", "kubernetes", "agent.collectors.gpu", "agent.collectors.infiniband")
+# The API client and what only it uses (aiohttp ~10 MiB resident, with yarl, multidict, attrs), and yaml (~1 MiB:
+# a --config file or a kubeconfig file only).
+CLUSTER_ONLY = ("aiohttp", "yarl", "multidict", "attr", "orjson", "common.kube.http", "common.kube.reflector", "yaml")
 
 
-def imported_after(code: str) -> list[str]:
-    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(m for m in {list(HEAVY)!r} if m in sys.modules)))"
+def imported_after(code: str, watched: tuple[str, ...] = HEAVY) -> list[str]:
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(m for m in {list(watched)!r} if m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def test_the_agent_module_imports_no_collector_library_and_no_kubernetes_client() -> None:
-    assert imported_after("import agent.main") == []
+def test_the_agent_module_imports_no_collector_library_no_http_client_and_no_yaml() -> None:
+    assert imported_after("import agent.main", HEAVY + CLUSTER_ONLY) == []
+
+
+STANDALONE_RUN = """
+import asyncio, sys, tempfile, urllib.request
+from pathlib import Path
+from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
+from agent.collectors.pods import QoSClass
+from agent.config import AgentSettings
+from agent.main import NodeAgent
+from tests.unit.agent.fake_trees import FakeCgroupTree, ProcValues, make_pod, write_proc
+
+async def run(tmp: Path) -> None:
+    write_proc(tmp / "proc", ProcValues())  # no driver/nvidia: the GPU collector stays off
+    FakeCgroupTree(tmp / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, QoSClass.BURSTABLE))
+    settings = AgentSettings.model_validate({
+        "proc_root": tmp / "proc", "sys_root": tmp / "sys", "cgroup_root": tmp / "cgroup", "metrics_port": 0,
+        "collect_interval_seconds": 0.1, "kubelet_url": "http://127.0.0.1:1",  # asked, and nobody answers
+    })
+    agent = NodeAgent(settings, standalone=True)
+    await agent.start()
+    try:
+        await asyncio.sleep(0.5)
+        url = f"http://127.0.0.1:{agent.exporter.port}"
+        for path in ("/metrics", "/nodemetric"):
+            body = await asyncio.to_thread(lambda: urllib.request.urlopen(url + path, timeout=10).read())
+            assert body, path
+        assert not agent.local_pods.from_kubelet and agent.sampler.cycles >= 2
+    finally:
+        await agent.stop()
+
+with tempfile.TemporaryDirectory() as tmp:
+    asyncio.run(run(Path(tmp)))
+"""
+
+
+def test_a_standalone_agent_with_every_default_collector_runs_without_the_cluster_libraries() -> None:
+    """Started, sampled, asked the kubelet, scraped: still no aiohttp, yaml or pynvml (no NVIDIA driver here)."""
+    assert imported_after(STANDALONE_RUN, ("pynvml", "pyroute2", "kubernetes", *CLUSTER_ONLY)) == []
 
 
 def test_only_the_enabled_collectors_are_imported() -> None:

@@ -555,8 +555,21 @@ def test_no_gpu_at_all_is_off(tmp_path: Path, caplog: pytest.LogCaptureFixture) 
     assert len(logged(caplog)) == 1 and "no GPU" in logged(caplog)[0]
 
 
+def test_without_the_nvidia_driver_nvml_is_not_loaded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """No <proc>/driver/nvidia/version: off at once, pynvml not imported (see test_footprint), retried later."""
+    c = GpuCollector(tmp_path, retry_seconds=60.0)
+    stats = CollectorStats("gpu")
+    caplog.set_level(logging.INFO, logger="loadline.agent.gpu")
+    assert run(c, stats, 0.0) == [] and run(c, stats, 30.0) == []
+    assert stats.last_success and not c.enabled
+    assert len(logged(caplog)) == 1 and "no NVIDIA driver loaded" in logged(caplog)[0]
+    c.close()
+
+
 def test_real_pynvml_on_this_machine_is_off_quietly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The default loader imports the real nvidia-ml-py; this box has no NVIDIA driver."""
+    """The default loader imports the real nvidia-ml-py; this box has no NVIDIA driver, whatever procfs says."""
+    (tmp_path / "driver" / "nvidia").mkdir(parents=True)
+    (tmp_path / "driver" / "nvidia" / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module\n")
     c = GpuCollector(tmp_path)
     stats = CollectorStats("gpu")
     caplog.set_level(logging.INFO, logger="loadline.agent.gpu")
