@@ -2,18 +2,32 @@
 
     .venv/bin/python bench/scheduler_backlog_bench.py [--nodes 1000 5000] [--pods 5000] [--concurrency 32]
                                                       [--schedulers kube-scheduler koord-scheduler loadline] [--seed 7]
-                                                      [--timeout 600] [--logs DIR] [--profile-loadline FILE]
-                                                      [--py-spy FILE]
+                                                      [--repeat 1] [--timeout 600] [--logs DIR]
+                                                      [--profile-loadline FILE] [--py-spy FILE]
 
 One control plane (etcd, kube-apiserver, kwok — tests/harness) per node count, with kwok nodes of
-32 cpu / 256Gi and a fresh NodeMetric for each (scheduler_e2e_bench's, rewritten every 30 s), so
-Loadline's LoadAwareScheduling really filters and scores. Then, for each scheduler in turn, on the
-same nodes with the same pods (fixed by `--seed`):
+32 cpu / 256Gi (created by this process, 32 requests in flight) and a NodeMetric for each
+(scheduler_e2e_bench's), so Loadline's LoadAwareScheduling really filters and scores. kwok renews
+the node Leases every KWOK_LEASE_SECONDS / 4 (not every 10 s: 5,000 renewals every 10 s load the
+API server on a small host for as long as the nodes exist), and once every node is Ready it is
+paused (SIGSTOP) until the end: as in scheduler_perf, which runs no kubelet at all, no Lease, node
+or pod status is written while the schedulers run (bound pods stay Pending with their nodeName;
+nothing here needs them Running, and without kube-controller-manager nothing marks a node whose
+Lease is stale NotReady). FLUSH_PODS pods bound and deleted before the first drain make the API
+server drop the paused kwok's watches then, not during it. Then, `--repeat` times, for each
+scheduler in turn (kube, loadline, kube, loadline, ...), on the same nodes with the same pods
+(fixed by `--seed`):
 
   1. with no scheduler running, create the whole backlog of `--pods` pending pods and wait until
-     a watch has seen all of them;
+     a watch has seen all of them; rewrite every NodeMetric (fresh updateTime);
   2. start the scheduler process (clock starts) and wait until a watch sees every pod bound;
   3. stop it, delete the pods and wait until they are gone.
+
+What the API server does during a drain, for every scheduler alike: it serves the scheduler (its
+lists, watches, bindings and Scheduled events), the bench's own two watches (pods, events), and,
+in a drain longer than REFRESH_SECONDS, the NodeMetric rewrite koordlet would do (one PATCH per
+node, at the same offset from the scheduler's start in every drain; only Loadline and
+koord-scheduler watch NodeMetrics, so only they pay for decoding it). Nothing else writes.
 
 Reported per scheduler, from this process's watch (client clock, sub-second):
   pods/s          pods / (first pod bound -> last pod bound): the drain rate, start-up excluded
@@ -28,8 +42,10 @@ Reported per scheduler, from this process's watch (client clock, sub-second):
                   at the last binding, so a scheduler cannot look cheaper by writing its events late
   apisrv cpu-s/1k the API server's CPU over the same span, per 1,000 pods, and its share of the wall
                   time: near the number of cores, the API server (not the scheduler) is the bound
-Ratios loadline/kube-scheduler (and loadline/koord-scheduler) follow the table: pods/s (target >= 1.0)
-and CPU per pod (target <= 1.0).
+Then, per node count and scheduler, the median over the `--repeat` drains of pods/s, p50, p99 and
+sched cpu-s/1k, and the ratios of the medians loadline/kube-scheduler (and loadline/koord-scheduler):
+pods/s (target >= 1.0) and CPU per pod (target <= 1.0), with each round's CPU ratio to show the
+spread (the host is shared: one drain's ratio has moved 0.90-1.12 run to run for the same code).
 
 Schedulers are a small table (`SCHEDULERS`): a name, the `schedulerName` its pods carry, and a start
 function (a started process): kube-scheduler (default profile), koord-scheduler (Koordinator v1.8.0,
@@ -43,8 +59,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -58,6 +77,7 @@ from bench.scheduler_e2e_bench import (
     NAMESPACE,
     NODE_CPU_MILLI,
     NODE_MEMORY_GI,
+    NODES_PATH,
     PODS_PATH,
     PodSpec,
     create_pods,
@@ -80,6 +100,8 @@ KOORD = "koord-scheduler"
 LOADLINE = "loadline"
 EVENTS_PATH = resource_path("events.k8s.io", "v1", "events", namespace=NAMESPACE)
 EVENTS_GRACE_SECONDS = 20.0  # after the last binding: a scheduler still writing events gets a new one in this
+KWOK_LEASE_SECONDS = 3600  # kwok renews every quarter of it: 5,000 nodes, ~6 renewals/s instead of 500
+NODES_READY_SECONDS = 900.0  # 5,000 nodes took 140-180 s to be created and Ready at load average 3-7
 
 
 # --------------------------------------------------------------------------- the schedulers
@@ -163,6 +185,7 @@ class DrainResult:
     scheduler: str
     nodes: int
     pods: int
+    round: int = 1  # 1..--repeat
     bound: int = 0
     start_seconds: float = float("nan")  # process start -> first bound
     drain_seconds: float = float("nan")  # first bound -> last bound
@@ -228,18 +251,24 @@ class PodWatch:
 
 
 async def drain(
-    plane: ControlPlane, http: KubeHTTP, watch: PodWatch, which: SchedulerUnderTest, specs: list[PodSpec],
-    *, args: argparse.Namespace, nodes: int, last: bool,
+    plane: ControlPlane, http: KubeHTTP, watch: PodWatch, which: SchedulerUnderTest, specs: list[PodSpec], *,
+    metrics: NodeMetricFeed, args: argparse.Namespace, nodes: int, round: int, last: bool,
 ) -> DrainResult:  # fmt: skip
-    objects = [pod_object(s, f"bl-{which.name[:2]}", which.scheduler_name) for s in specs]
+    # A name prefix per round: a late watch event of the last round's pod cannot count as this round's.
+    objects = [pod_object(s, f"bl-{which.name[:2]}{round}", which.scheduler_name) for s in specs]
     watch.expect({o["metadata"]["name"] for o in objects})
+    # No cyclic collection while this process watches the backlog: a full collection over the watches' stores
+    # (tens of thousands of decoded pods and events) stalls its event loop for longer than the API server waits
+    # for a watcher to take its next event, and the API server then closes the watch ("unresponsive"), which
+    # delays every binding seen here. Refcounting frees the garbage; the cycles wait until the drain is over.
+    gc.disable()
     created = time.time()
     await create_pods(http, objects, args.concurrency, {})
-    await asyncio.wait_for(watch.all_seen.wait(), 120)
+    await asyncio.wait_for(watch.all_seen.wait(), 300)
     print(f"  {which.name}: backlog of {len(objects)} pods created in {time.time() - created:.1f}s", flush=True)
-    await write_node_metrics(http, usage_of([f"e2e-{i:04d}" for i in range(nodes)], args.seed), create=False)
+    await metrics.write()  # fresh, and the next rewrite REFRESH_SECONDS after it: the same offset in every drain
 
-    result = DrainResult(which.name, nodes, len(objects))
+    result = DrainResult(which.name, nodes, len(objects), round)
     if which.prepare is not None:
         await asyncio.to_thread(which.prepare, plane)
     api_pid = plane.apiserver.proc.pid if plane.apiserver.proc else None
@@ -276,6 +305,7 @@ async def drain(
         with contextlib.suppress(KubeError):  # (a diagnostic: the figures above do not depend on it)
             written = await scheduled_events_written(http, watch.wanted)
     finally:
+        gc.enable()
         await asyncio.to_thread(plane.stop_component, component)
         if sampler is not None:
             await asyncio.to_thread(sampler.wait, 30)  # py-spy writes its file when the process is gone
@@ -336,39 +366,117 @@ async def delete_all_pods(http: KubeHTTP, names: set[str], concurrency: int) -> 
 
 
 # --------------------------------------------------------------------------- a cluster per node count
-REFRESH_SECONDS = 60.0  # koordlet's default report interval; LoadAware expires a NodeMetric after 180 s
+# koordlet reports every 60 s; LoadAware expires a NodeMetric after 180 s. Every 120 s here, so that a drain that
+# ends within 2 minutes of its start sees no rewrite (the cost of decoding NodeMetrics grows with the drain's
+# duration, not with its pods), and a rewrite of 5,000 NodeMetrics (~30 s) still ends before the oldest expires.
+REFRESH_SECONDS = 120.0
 
 
-async def refresh_node_metrics(http: KubeHTTP, usage: dict[str, tuple[int, int]]) -> None:
-    while True:
-        await asyncio.sleep(REFRESH_SECONDS)
-        with contextlib.suppress(Exception):  # a failed refresh shows up as expired nodes, not as a crash
-            await write_node_metrics(http, usage, create=False)
+class NodeMetricFeed:
+    """Plays koordlet: rewrites every node's NodeMetric (fresh updateTime) REFRESH_SECONDS after the last
+    rewrite. Each drain rewrites them just before its scheduler starts, so a rewrite falls at the same offset
+    into every drain."""
+
+    def __init__(self, http: KubeHTTP, usage: dict[str, tuple[int, int]]) -> None:
+        self.http, self.usage = http, usage
+        self.lock = asyncio.Lock()
+        self.written = 0.0  # when the last rewrite started
+
+    async def write(self, *, create: bool = False) -> None:
+        async with self.lock:
+            self.written = time.time()
+            await write_node_metrics(self.http, self.usage, create=create)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, self.written + REFRESH_SECONDS - time.time()))
+            if time.time() >= self.written + REFRESH_SECONDS:
+                with contextlib.suppress(Exception):  # a failed rewrite shows up as expired nodes, not as a crash
+                    await self.write()
 
 
-async def run_nodes(plane: ControlPlane, nodes: int, args: argparse.Namespace) -> list[DrainResult]:
+async def create_nodes(http: KubeHTTP, names: list[str], concurrency: int) -> None:
+    """POST the kwok nodes, `concurrency` in flight (not `kubectl apply` in batches: 250 s for 5,000 nodes)."""
+    nodes = [fake_node(n, cpu=str(NODE_CPU_MILLI // 1000), memory=f"{NODE_MEMORY_GI}Gi") for n in names]
+    await create_pods(http, nodes, concurrency, {}, path=NODES_PATH)
+
+
+def ready_nodes(nodes: list[JSON]) -> int:
+    return sum(
+        any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions", [])
+        )
+        for n in nodes
+    )
+
+
+async def wait_nodes_ready(http: KubeHTTP, count: int) -> None:
+    """Lists the kwok nodes every 5 s until `count` are Ready (resourceVersion=0: from the API server's watch cache,
+    not etcd; not `kubectl wait`, which watches each node on its own)."""
+    deadline = time.time() + NODES_READY_SECONDS
+    ready = 0
+    while time.time() < deadline:
+        with contextlib.suppress(KubeError):
+            listed = await http.get(NODES_PATH, labelSelector="type=kwok", resourceVersion="0")
+            ready = ready_nodes(listed.get("items") or [])
+            if ready >= count:
+                return
+        await asyncio.sleep(5)
+    raise RuntimeError(f"only {ready} of {count} kwok nodes Ready after {NODES_READY_SECONDS:.0f} s")
+
+
+# The paused kwok's watch streams take what its HTTP/2 window (4 MiB per stream for client-go) and the socket
+# buffers hold before the API server sees them full: 100 pods of 100 kB, created and deleted, are ~20 MB each.
+FLUSH_PODS = 100
+FLUSH_ANNOTATION_BYTES = 100_000
+
+
+async def flush_paused_watches(http: KubeHTTP, node: str, concurrency: int) -> None:
+    """Create and delete FLUSH_PODS pods bound to `node`, so that the API server closes the watches of the paused
+    kwok now ("unresponsive" once their buffer is full), not during the first drain: until it does, it waits for
+    them on every event it dispatches, and the first scheduler's own watch then lags and is closed as well."""
+    objects = [pod_object(spec, "bl-flush", "none") for spec in workload(FLUSH_PODS, 0)]
+    for pod in objects:
+        pod["spec"]["nodeName"] = node  # bound at creation: no scheduler involved
+        pod["metadata"]["annotations"] = {"bench.loadline.io/flush": "x" * FLUSH_ANNOTATION_BYTES}
+    await create_pods(http, objects, concurrency, {})
+    await delete_all_pods(http, {o["metadata"]["name"] for o in objects}, concurrency)
+
+
+async def run_nodes(plane: ControlPlane, kwok: Component, nodes: int, args: argparse.Namespace) -> list[DrainResult]:
     names = [f"e2e-{i:04d}" for i in range(nodes)]
     await asyncio.to_thread(plane.kubectl, "create", "namespace", NAMESPACE)
-    objects = [fake_node(n, cpu=str(NODE_CPU_MILLI // 1000), memory=f"{NODE_MEMORY_GI}Gi") for n in names]
-    for start in range(0, nodes, 500):
-        await asyncio.to_thread(plane.apply, objects[start : start + 500])
-    await asyncio.to_thread(
-        plane.kubectl, "wait", "--for=condition=Ready", "node", "--all", "--timeout=600s", timeout=620
-    )
     http = await KubeHTTP.connect(plane.kubeconfig, user_agent="scheduler-backlog-bench")
-    usage = usage_of(names, args.seed)
-    await write_node_metrics(http, usage, create=True)
-    refresher = asyncio.create_task(refresh_node_metrics(http, usage))
+    started = time.time()
+    await create_nodes(http, names, args.concurrency)
+    created = time.time()
+    await wait_nodes_ready(http, nodes)
+    print(
+        f"{nodes} kwok nodes created in {created - started:.0f} s, all Ready {time.time() - started:.0f} s after the "
+        f"first; kwok paused (load average {os.getloadavg()[0]:.1f})",
+        flush=True,
+    )
+    if kwok.proc is not None:
+        kwok.proc.send_signal(signal.SIGSTOP)  # resumed by main() before the plane stops
+    await flush_paused_watches(http, names[0], args.concurrency)
+    metrics = NodeMetricFeed(http, usage_of(names, args.seed))
+    await metrics.write(create=True)
+    refresher = asyncio.create_task(metrics.run())
     watch = PodWatch(http)
     watching = asyncio.gather(watch.reflector.run(), watch.events.run())
     specs = workload(args.pods, args.seed)
     results = []
     try:
         await asyncio.wait_for(asyncio.gather(watch.reflector.synced.wait(), watch.events.synced.wait()), 60)
-        for i, name in enumerate(args.schedulers):
-            print(f"{nodes} nodes: {name}", flush=True)
-            last = i == len(args.schedulers) - 1
-            results.append(await drain(plane, http, watch, SCHEDULERS[name], specs, args=args, nodes=nodes, last=last))
+        drains = [(r, name) for r in range(1, args.repeat + 1) for name in args.schedulers]
+        for i, (r, name) in enumerate(drains):
+            print(f"{nodes} nodes, round {r}/{args.repeat}: {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
+            last = i == len(drains) - 1
+            results.append(
+                await drain(plane, http, watch, SCHEDULERS[name], specs, metrics=metrics, args=args, nodes=nodes,
+                            round=r, last=last)
+            )  # fmt: skip
     finally:
         for task in (refresher, watching):
             task.cancel()
@@ -381,61 +489,128 @@ async def run_nodes(plane: ControlPlane, nodes: int, args: argparse.Namespace) -
 def report(results: list[DrainResult]) -> None:
     print()
     print(
-        f"{'nodes':>5} {'scheduler':<15} {'bound':>11} {'events':>6} {'pods/s':>7} {'start s':>7} {'p50 s':>6}"
-        f" {'p99 s':>6} {'sched cpu-s/1k':>14} {'(at bound)':>10} {'apisrv cpu-s/1k':>15} {'apisrv cores':>12}"
+        f"{'nodes':>5} {'round':>5} {'scheduler':<15} {'bound':>11} {'events':>6} {'pods/s':>7} {'start s':>7}"
+        f" {'p50 s':>6} {'p99 s':>6} {'sched cpu-s/1k':>14} {'(at bound)':>10} {'apisrv cpu-s/1k':>15}"
+        f" {'apisrv cores':>12}"
     )
     for r in results:
         cores = r.apiserver_cpu / r.wall if r.wall > 0 else float("nan")
         print(
-            f"{r.nodes:>5} {r.scheduler:<15} {r.bound:>5}/{r.pods:<5} {r.reported:>6} {r.rate:>7.0f}"
+            f"{r.nodes:>5} {r.round:>5} {r.scheduler:<15} {r.bound:>5}/{r.pods:<5} {r.reported:>6} {r.rate:>7.0f}"
             f" {r.start_seconds:>7.1f} {percentile(r.waits, 0.5):>6.1f} {percentile(r.waits, 0.99):>6.1f}"
             f" {r.per_k(r.scheduler_cpu):>14.2f} {r.per_k(r.scheduler_cpu_bound):>10.2f}"
             f" {r.per_k(r.apiserver_cpu):>15.2f} {cores:>12.2f}"
         )
     print()
+    print(
+        f"{'nodes':>5} {'scheduler':<15} {'drains':>6}   medians: {'pods/s':>7} {'p50 s':>6} {'p99 s':>6}"
+        f" {'sched cpu-s/1k':>14}"
+    )
+    summaries = {(s.nodes, s.scheduler): s for s in summarize(results)}
+    for s in summaries.values():
+        print(
+            f"{s.nodes:>5} {s.scheduler:<15} {s.drains:>6} {s.rate:>17.0f} {s.p50:>6.1f} {s.p99:>6.1f}"
+            f" {s.cpu_per_k:>14.2f}"
+        )
+    print()
     for nodes in sorted({r.nodes for r in results}):
-        by = {r.scheduler: r for r in results if r.nodes == nodes}
         for peer in (KUBE, KOORD):
-            if peer not in by or LOADLINE not in by:
+            if (nodes, peer) not in summaries or (nodes, LOADLINE) not in summaries:
                 continue
-            theirs, ours = by[peer], by[LOADLINE]
+            theirs, ours = summaries[nodes, peer], summaries[nodes, LOADLINE]
             rate = ours.rate / theirs.rate
-            cpu = ours.per_k(ours.scheduler_cpu) / theirs.per_k(theirs.scheduler_cpu)
-            complete = ours.bound == ours.pods and theirs.bound == theirs.pods
+            cpu = ours.cpu_per_k / theirs.cpu_per_k
+            complete = ours.complete and theirs.complete
+            per_round = " ".join(f"{x:.2f}" for x in round_cpu_ratios(results, nodes, peer))
             print(
-                f"{nodes} nodes, loadline/{peer}: pods/s {rate:.2f} (target >= 1.0: "
+                f"{nodes} nodes, loadline/{peer}, ratios of the medians: pods/s {rate:.2f} (target >= 1.0: "
                 f"{'MET' if rate >= 1 and complete else 'NOT MET'}), CPU per pod {cpu:.2f} (target <= 1.0: "
                 f"{'MET' if cpu <= 1 and complete else 'NOT MET'}){'' if complete else ' (some pods never bound)'}"
+                f"; CPU per pod by round: {per_round}"
             )
     print(f"({os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the end)")
 
 
+@dataclass(frozen=True)
+class Summary:
+    """One scheduler at one node count: the medians over its drains."""
+
+    nodes: int
+    scheduler: str
+    drains: int
+    rate: float
+    p50: float
+    p99: float
+    cpu_per_k: float
+    complete: bool  # every drain bound every pod
+
+
+def summarize(results: list[DrainResult]) -> list[Summary]:
+    keys = sorted({(r.nodes, r.scheduler) for r in results}, key=lambda k: (k[0], list(SCHEDULERS).index(k[1])))
+    summaries = []
+    for nodes, scheduler in keys:
+        runs = [r for r in results if r.nodes == nodes and r.scheduler == scheduler]
+        summaries.append(
+            Summary(
+                nodes, scheduler, len(runs),
+                rate=statistics.median(r.rate for r in runs),
+                p50=statistics.median(percentile(r.waits, 0.5) for r in runs),
+                p99=statistics.median(percentile(r.waits, 0.99) for r in runs),
+                cpu_per_k=statistics.median(r.per_k(r.scheduler_cpu) for r in runs),
+                complete=all(r.bound == r.pods for r in runs),
+            )
+        )  # fmt: skip
+    return summaries
+
+
+def round_cpu_ratios(results: list[DrainResult], nodes: int, peer: str) -> list[float]:
+    """Loadline's CPU per pod over the peer's, round by round (the two drains of a round ran minutes apart)."""
+    by = {(r.round, r.scheduler): r for r in results if r.nodes == nodes}
+    rounds = sorted({r for r, s in by if s == LOADLINE and (r, peer) in by})
+    return [by[r, LOADLINE].per_k(by[r, LOADLINE].scheduler_cpu) / by[r, peer].per_k(by[r, peer].scheduler_cpu)
+            for r in rounds]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--concurrency", type=int, default=32, help="create requests in flight")
-    parser.add_argument("--schedulers", nargs="+", default=[KUBE, KOORD, LOADLINE], choices=sorted(SCHEDULERS))
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000],
+                        help="kwok node counts, one control plane each (default: 1000 5000)")  # fmt: skip
+    parser.add_argument("--pods", type=int, default=5000, help="pods in each backlog (default: 5000)")
+    parser.add_argument("--concurrency", type=int, default=32,
+                        help="create and delete requests in flight, for nodes and pods (default: 32)")  # fmt: skip
+    parser.add_argument("--schedulers", nargs="+", default=[KUBE, KOORD, LOADLINE], choices=sorted(SCHEDULERS),
+                        help="schedulers to drain the backlog, in this order (default: all three)")  # fmt: skip
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="rounds: all the schedulers in turn, N times on the same nodes (kube, loadline, kube, "
+                        "loadline, ...); each drain and the medians are reported (default: 1)")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=7, help="fixes the pods' requests and the nodes' usage")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one scheduler may take to drain")
     parser.add_argument("--logs", metavar="DIR", help="copy the components' logs here before each cluster goes")
     parser.add_argument("--profile-loadline", metavar="FILE", help="run Loadline under cProfile, stats to FILE")
     parser.add_argument("--py-spy", metavar="FILE", help="sample Loadline with py-spy, collapsed stacks to FILE")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
 
     started = time.monotonic()
     results: list[DrainResult] = []
     for nodes in args.nodes:
         plane = ControlPlane.start()
+        kwok = None
         try:
-            plane.start_kwok()
-            results += asyncio.run(run_nodes(plane, nodes, args))
+            kwok = plane.start_kwok(node_lease_duration_seconds=KWOK_LEASE_SECONDS)
+            results += asyncio.run(run_nodes(plane, kwok, nodes, args))
         finally:
+            if kwok is not None and kwok.proc is not None and kwok.alive():
+                kwok.proc.send_signal(signal.SIGCONT)  # paused by run_nodes(); stopped with the plane
             if args.logs:
                 shutil.copytree(plane.root / "logs", Path(args.logs) / f"{nodes}-nodes", dirs_exist_ok=True)
             plane.stop()
     report(results)
-    print(f"(whole run {time.monotonic() - started:.0f}s; {args.pods} pods; one control plane per node count)")
+    print(
+        f"(whole run {time.monotonic() - started:.0f}s; {args.pods} pods, {args.repeat} round(s); one control plane "
+        "per node count)"
+    )
     return 0
 
 

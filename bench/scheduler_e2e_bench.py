@@ -310,8 +310,11 @@ class PhaseResult:
         return self.bound / self.seconds if self.seconds > 0 else 0.0
 
 
-async def create_pods(http: KubeHTTP, objects: list[JSON], concurrency: int, sent: dict[str, float]) -> None:
-    """Bounded concurrency: `concurrency` workers pull from one list, each POSTing one pod at a time."""
+async def create_pods(
+    http: KubeHTTP, objects: list[JSON], concurrency: int, sent: dict[str, float], *, path: str = PODS_PATH
+) -> None:
+    """Bounded concurrency: `concurrency` workers pull from one list, each POSTing one object (a pod, or whatever
+    `path` collects) at a time."""
     queue = iter(objects)
 
     async def worker() -> None:
@@ -320,7 +323,7 @@ async def create_pods(http: KubeHTTP, objects: list[JSON], concurrency: int, sen
             for attempt in range(5):
                 sent[name] = time.time()
                 try:
-                    await http.create(PODS_PATH, obj)
+                    await http.create(path, obj)
                     break
                 except KubeError as exc:
                     if exc.status == 409:  # an earlier attempt did land

@@ -244,8 +244,10 @@ class ControlPlane:
         )
 
     # --- optional components --------------------------------------------------------
-    def start_kwok(self) -> Component:
-        """kwok managing every node annotated `kwok.x-k8s.io/node=fake` (nodes Ready, pods Running)."""
+    def start_kwok(self, *, node_lease_duration_seconds: int = 40) -> Component:
+        """kwok managing every node annotated `kwok.x-k8s.io/node=fake` (nodes Ready, pods Running).
+        kwok renews each node's Lease every quarter of `node_lease_duration_seconds`: a benchmark with thousands
+        of nodes passes a long one so the renewals do not load the API server."""
         kwok = Component(
             "kwok",
             [
@@ -255,7 +257,7 @@ class ControlPlane:
                 f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
                 "--cidr=10.0.0.0/16",
                 "--node-ip=10.0.0.1",
-                "--node-lease-duration-seconds=40",
+                f"--node-lease-duration-seconds={node_lease_duration_seconds}",
                 f"--server-address=127.0.0.1:{free_port()}",
             ],
             self.root / "logs" / "kwok.log",
