@@ -106,7 +106,11 @@ class AgentSettings(BaseModel):
         description="netdev: take the link inventory from netlink (pyroute2: link kinds; +9 MB RSS) rather than "
         "/sys/class/net",
     )
-    psi: PsiScope = Field(PsiScope.PODS, description="cgroups with PSI series (pods: pod cgroups only)")
+    psi: PsiScope = Field(
+        PsiScope.OFF,
+        description="cgroups with PSI series (pods: pod cgroups, read every 2 s; all: containers too); off by default "
+        "as koordlet's PSICollector feature gate: 3 more files a pod (the node's PSI is always read)",
+    )
     container_interval_seconds: Seconds = Field(
         5.0,
         description="seconds between reads of container cgroups, exported raw only (pods: every cycle); the "

@@ -230,7 +230,7 @@ def _add_raw(families: Families, inp: ExportInput) -> None:
     for samples in inp.raw:
         # A block is read slot by slot (building its `Sample`s would cost as much as the rest of the render).
         rows: Iterable[tuple[SeriesKey, float, Kind]] = (
-            zip(samples.layout.keys, samples.values, samples.layout.kinds, strict=True)
+            zip(samples.layout.keys, samples.value_list(), samples.layout.kinds, strict=True)
             if isinstance(samples, SampleBlock)
             else ((s.key, s.value, s.kind) for s in samples)
         )

@@ -73,11 +73,13 @@ class SampleBlock(Sequence[Sample]):
     """One cycle of a collector's samples as values in the slots of a `BlockLayout`, NaN where a series has no
     sample (read failed, cgroup not there yet, no CFS quota). Hundreds of cgroups every second make one
     `Sample` per value the dominant cost; a block is read by the sampler as arrays and turned into `Sample`s
-    only for whoever iterates it (export, tests), skipping the empty slots."""
+    only for whoever iterates it (export, tests), skipping the empty slots. The values are a list or a float64
+    array (a collector that fills its slots with array operations hands its array over, not copied); neither is
+    changed once in a block."""
 
     __slots__ = ("_array", "_samples", "layout", "values")
 
-    def __init__(self, layout: BlockLayout, values: list[float]) -> None:
+    def __init__(self, layout: BlockLayout, values: list[float] | npt.NDArray[np.float64]) -> None:
         if len(values) != len(layout):
             raise ValueError(f"{len(values)} values for a layout of {len(layout)} slots")
         self.layout = layout
@@ -90,12 +92,20 @@ class SampleBlock(Sequence[Sample]):
             self._array = np.asarray(self.values, dtype=np.float64)
         return self._array
 
+    def value_list(self) -> list[float]:
+        """The values as Python floats (a list: iterating an array element by element is slow and yields numpy
+        scalars)."""
+        values = self.values
+        return values.tolist() if isinstance(values, np.ndarray) else values
+
     def samples(self) -> list[Sample]:
         if self._samples is None:
             layout = self.layout
             self._samples = [
                 Sample(key, value, kind, source)
-                for key, value, kind, source in zip(layout.keys, self.values, layout.kinds, layout.sources, strict=True)
+                for key, value, kind, source in zip(
+                    layout.keys, self.value_list(), layout.kinds, layout.sources, strict=True
+                )
                 if not math.isnan(value)
             ]
         return self._samples

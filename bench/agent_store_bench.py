@@ -8,8 +8,9 @@
    for node/pod series (containers avg only, as exported), and on 2 threads.
 2. Collect cycle: CPU time (process_time) per cycle of the node collector on the real /proc plus the
    cgroup collector on fixture trees (v1 cgroupfs and v2 systemd on /dev/shm), through the sampler (rates,
-   derivations, ring write), one event loop as in the agent. Each shape runs twice: with the agent's default
-   container interval (5 s, containers read whole and staggered; pods every cycle) and reading containers every cycle.
+   derivations, ring write), one event loop as in the agent, cgroup PSI as the agent's default. Each shape runs
+   twice: with the agent's default container interval (5 s, containers read whole and staggered; pods every cycle)
+   and reading containers every cycle.
    --real adds the same pod shapes as empty cgroups in this machine's v1 hierarchy (kernfs generates
    memory.stat for real; removed afterwards).
 3. RSS of this process after the largest run.
@@ -51,6 +52,7 @@ from agent.store import SampleRing, build_report
 from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
 
 WINDOWS = (300.0, 600.0, 1800.0)
+PSI = AgentSettings.model_fields["psi"].default  # cgroup PSI as the agent's default (off, as koordlet's)
 METRICS = (
     "cpu_usage_cores",
     "cpu_cfs_throttled_ratio",
@@ -113,7 +115,7 @@ def measure_cycles(
 ) -> tuple[float, float, int]:
     clock = StepClock()
     cg = CgroupCollector(
-        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_interval=container_every
+        lambda: pods, cgroup_root, cgroup_parent=parent, interval=1.0, container_interval=container_every, psi=PSI
     )
     sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
     loop = asyncio.new_event_loop()  # one loop for all cycles, as in the agent
@@ -212,7 +214,7 @@ def bench_rss(pods: int) -> None:
         for p in refs:
             tree.add_pod(p)
         clock = StepClock()
-        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=5.0)
+        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=5.0, psi=PSI)
         sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
         loop = asyncio.new_event_loop()
         for _ in range(sampler.ring.slots + 5):

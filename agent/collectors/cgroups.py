@@ -5,15 +5,21 @@ QoS tier, UID and container ID, as koordlet does. Pod totals are read from the p
 holds the sandbox/pause container, so it is not the sum of the containers).
 
 Cost matters (target <= 1 % of a core at 1 s with 300 pods x 3 containers): paths, series keys and the block layout (one
-slot per series, see `agent.series.SampleBlock`) are computed once per pod-list change, files are read through
-kept-open fds, only the few keys needed are parsed, and values go straight into their slots. On v1, where
+slot per series, see `agent.series.SampleBlock`) are computed once per pod-list change, and what a cycle reads
+(`_Plan`: the files by kind, the slots they go to) once per phase of the stagger while no target changes state.
+A cycle then reads each kind of file of all its cgroups in one comprehension over kept-open fds, parses each kind
+as one batch (a regex match per file, the numbers converted together) and writes the slots with array
+operations: no Python call, object or exception frame per file. A batch with a failed read or a file not in
+the kernel's usual layout is read again one cgroup at a time, which counts and names what went wrong; a cgroup
+whose read had errors is read alone until it reads cleanly, so it does not hold the others back. On v1, where
 CPU usage comes from cpuacct.usage, cpu.stat (CFS throttling only) is not read for cgroups without a CFS
 quota (`cpu.cfs_quota_us` -1, re-checked every QUOTA_RECHECK_SECONDS): no quota, no throttling series.
 
 Two sources are read less often than every cycle and their last values held in between (sample and hold,
 staggered over the targets so each cycle does an even share):
 - PSI files every PSI_UPDATE_SECONDS: the kernel recomputes the avg10/60/300 averages only that often, so a
-  faster read returns the same averages (the stall totals held meanwhile are at most that much older).
+  faster read returns the same averages (the stall totals held meanwhile are at most that much older). The
+  agent reads no cgroup PSI by default (`--psi`, as koordlet's PSICollector feature gate).
 - Container cgroups (CPU, throttling, memory) every `container_interval` (default in the agent: 5 s, where
   cAdvisor's housekeeping uses 10 s). Containers are three quarters of the cgroups at 3 a pod and their series
   are exported raw only (nothing in the agent keeps their history); the pod cgroups that the NodeMetric and QoS
@@ -29,13 +35,26 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from agent.collectors.base import SeriesErrors, classify_os_error
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, CgroupVersion, detect_layout
-from agent.collectors.cgroup_stats import parse_cfs_quota, parse_cpu_stat, parse_int, parse_memory_stat, working_set
+from agent.collectors.cgroup_stats import (
+    BatchMiss,
+    batch_cpu_stat,
+    batch_ints,
+    batch_memory_stat,
+    parse_cfs_quota,
+    parse_cpu_stat,
+    parse_int,
+    parse_memory_stat,
+    working_set,
+)
 from agent.collectors.devices import Device
 from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import PodRef, split_container_id, valid_pod_uid
-from agent.collectors.psi import PsiKeys, psi_values
+from agent.collectors.psi import PsiKeys, batch_psi_values, psi_values
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
@@ -62,6 +81,8 @@ _CPU, _PERIODS, _THROTTLED, _THROTTLED_SECONDS, _ANON, _WORKING_SET, _PSI = rang
 _PSI_KINDS = (GAUGE, COUNTER, GAUGE, COUNTER)
 _PSI_SLOTS = len(PSI_RESOURCES) * len(_PSI_KINDS)
 _EMPTY = (MISSING,) * (_PSI + _PSI_SLOTS)  # a target's slots, empty
+_PSI_RANGE = _PSI + np.arange(_PSI_SLOTS)  # a target's PSI slots, from its offset
+F64 = npt.NDArray[np.float64]
 
 
 def every_cycles(seconds: float, interval: float) -> int:
@@ -125,9 +146,60 @@ class _Target:
     files: _Files | None = None
     quota_checked: float = -math.inf  # cycle time cfs_quota was last read (v1)
     unlimited: bool = False  # v1: cfs_quota was -1 then, so cpu.stat is not read
+    alone: bool = False  # its last read had errors: read one by one, so it does not fail the others' batch
 
 
 _NO_SERIES = BlockLayout((), (), ())
+I64 = npt.NDArray[np.int64]
+
+
+def _offsets(targets: list[_Target]) -> I64:
+    return np.fromiter((t.offset for t in targets), dtype=np.int64, count=len(targets))
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one cycle reads, for one phase of the stagger: worked out once and reused for as long as no target
+    changes state (found, gone, read for the first time, failing), so a steady cycle does no work per target."""
+
+    unresolved: list[_Target]  # listed, no cgroup found yet: looked for every cycle
+    single: list[tuple[_Target, bool]]  # (target, PSI held) read one by one: their last read had errors
+    batch: list[tuple[_Target, bool]]  # (target, PSI held) read as one batch, file kind by file kind
+    targets: list[_Target]  # of `batch`
+    at: I64  # their offsets
+    fresh: list[_Target]  # of `batch`, read for the first time
+    cpu_stat: list[str]  # their files, by kind
+    cpuacct_usage: list[str]  # v1
+    memory_stat: list[str]
+    memory_usage: list[str]
+    psi: list[str]  # the pressure files of those whose PSI is read
+    psi_at: I64  # the offsets of those
+    # v1: those with a CFS quota (cpu.stat read), their cpu.stat files and offsets, as of the last quota checks;
+    # worked out again once any of those checks is due (`quota_valid` is when the first falls due).
+    quota: tuple[list[str], I64] = ([], np.empty(0, dtype=np.int64))
+    quota_valid: tuple[float, float] = (math.inf, -math.inf)
+
+    @classmethod
+    def build(
+        cls, unresolved: list[_Target], single: list[tuple[_Target, bool]], batch: list[tuple[_Target, bool]]
+    ) -> _Plan:
+        targets = [t for t, _ in batch]
+        files = [t.files for t in targets if t.files is not None]
+        psi_targets = [t for t, hold_psi in batch if not hold_psi and t.files is not None and t.files.pressure]
+        return cls(
+            unresolved,
+            single,
+            batch,
+            targets,
+            _offsets(targets),
+            [t for t in targets if t.fresh],
+            [f.cpu_stat for f in files],
+            [f.cpuacct_usage for f in files if f.cpuacct_usage is not None],
+            [f.memory_stat for f in files],
+            [f.memory_usage for f in files],
+            [path for t in psi_targets if t.files is not None for path in t.files.pressure],
+            _offsets(psi_targets),
+        )
 
 
 class CgroupCollector:
@@ -159,7 +231,12 @@ class CgroupCollector:
         self._psi_every = every_cycles(PSI_UPDATE_SECONDS, interval)
         self._container_every = every_cycles(container_interval or interval, interval)
         self._cycle = 0
-        self._held: tuple[BlockLayout, list[float]] | None = None  # the last cycle's values, for holding
+        self._held: tuple[BlockLayout, F64] | None = None  # the last cycle's values, for holding
+        # Plans by cycle phase (`_plan`), valid for one block layout and target state (`_state` counts changes).
+        self._plans: dict[int, _Plan] = {}
+        self._plans_for: tuple[BlockLayout, int, bool] | None = None
+        self._state = 0
+        self._period = math.lcm(self._psi_every, self._container_every)
         self._pods_seen: tuple[PodRef, ...] | None = None
 
     @property
@@ -277,6 +354,7 @@ class CgroupCollector:
                 self._reader.release_under(f"{hierarchy}/{target.rel}")
             target.rel = target.files = None
             target.quota_checked, target.unlimited = -math.inf, False
+            self._state += 1
 
     def _resolve(self, layout: CgroupLayout, target: _Target) -> bool:
         if target.rel is None:
@@ -285,6 +363,7 @@ class CgroupCollector:
                     target.rel = candidate
                     target.fresh = True
                     target.files = _Files.build(layout, candidate, target.psi and layout.psi)
+                    self._state += 1
                     break
         return target.rel is not None
 
@@ -302,32 +381,127 @@ class CgroupCollector:
         held = self._held[1] if self._held is not None and self._held[0] is block else None
         # Start from the last cycle's values (one C-level copy) so a held target costs nothing; the slots of a
         # target read now are emptied first, so a failed read leaves NaN as it would without holding.
-        values = held.copy() if held is not None else [MISSING] * len(block)
+        values = held.copy() if held is not None else np.full(len(block), MISSING)
         v1 = layout.version is CgroupVersion.V1
         self._cycle += 1
-        psi_every, container_every = self._psi_every, self._container_every
-        for i, target in enumerate(self._targets):
-            o = target.offset
-            if target.files is None and not self._resolve(layout, target):
+        plan = self._plan(held is not None)
+        if plan.unresolved:
+            state = self._state
+            for target in plan.unresolved:
+                self._resolve(layout, target)
+            if self._state != state:  # found now: read whole this cycle
+                plan = self._plan(held is not None)
+            for target in plan.unresolved:
                 self._errors.record(SeriesErrors.VANISHED)  # listed, but no cgroup (exited or not created)
                 if held is not None:
-                    values[o : o + target.width] = _EMPTY[: target.width]
-                continue
-            phase = self._cycle + i  # staggered: each cycle reads an even share of the held sources
-            hold = held is not None and not target.fresh
-            if hold and target.container and phase % container_every != 0:
-                continue  # its slots hold the last values (copied above)
-            # a container read at most every PSI period reads its PSI whenever it is read
-            hold_psi = hold and phase % psi_every != 0 and not (target.container and container_every >= psi_every)
+                    values[target.offset : target.offset + target.width] = _EMPTY[: target.width]
+        single = plan.single
+        if plan.batch and not self._read_batch(plan, v1, now, values):
+            single = single + plan.batch
+        errors = self._errors
+        for target, hold_psi in single:
+            o = target.offset
             if held is not None:
                 width = _PSI if hold_psi else target.width
                 values[o : o + width] = _EMPTY[:width]
-            if not self._collect_target(target, v1, now, values, not hold_psi):
+            before = errors.total
+            read = self._collect_target(target, v1, now, values, not hold_psi)
+            if target.alone != (errors.total != before):
+                target.alone = not target.alone
+                self._state += 1
+            if not read:
                 self._release(layout, target)  # the cgroup went away; look for it afresh next cycle
                 continue
-            target.fresh = False
+            if target.fresh:
+                target.fresh = False
+                self._state += 1
         self._held = (block, values)
         return SampleBlock(block, values)
+
+    def _plan(self, holding: bool) -> _Plan:
+        """This cycle's plan: the one of its phase, worked out again after any change of targets or their state."""
+        if self._plans_for != (key := (self._block, self._state, holding)):
+            self._plans.clear()
+            self._plans_for = key
+        phase = self._cycle % self._period
+        plan = self._plans.get(phase)
+        if plan is None:
+            plan = self._plans[phase] = self._build_plan(holding)
+        return plan
+
+    def _build_plan(self, holding: bool) -> _Plan:
+        unresolved: list[_Target] = []
+        single: list[tuple[_Target, bool]] = []
+        batch: list[tuple[_Target, bool]] = []
+        psi_every, container_every = self._psi_every, self._container_every
+        for i, target in enumerate(self._targets):
+            if target.files is None:
+                unresolved.append(target)
+                continue
+            phase = self._cycle + i  # staggered: each cycle reads an even share of the held sources
+            hold = holding and not target.fresh
+            if hold and target.container and phase % container_every != 0:
+                continue  # its slots hold the last values (copied in `collect`)
+            # a container read at most every PSI period reads its PSI whenever it is read
+            hold_psi = hold and phase % psi_every != 0 and not (target.container and container_every >= psi_every)
+            (single if target.alone else batch).append((target, hold_psi))
+        return _Plan.build(unresolved, single, batch)
+
+    def _read_batch(self, plan: _Plan, v1: bool, now: float, values: F64) -> bool:
+        """Read and parse the files of `plan.batch` kind by kind (one read comprehension and one array parse per
+        kind) into their slots; False, with no slot written, if any read failed or any file was not in the kernel's
+        usual layout: the caller then reads those targets one by one, which counts and names what went wrong.
+
+        Same values as `_collect_target`: the same layouts, and integer arithmetic exact in int64."""
+        read = self._reader.read_many
+        if v1:  # cpu.stat only where a CFS quota is set (re-checked every QUOTA_RECHECK_SECONDS)
+            if not plan.quota_valid[0] <= now < plan.quota_valid[1]:
+                stat_targets = [t for t in plan.targets if not self._no_quota(t, now)]
+                plan.quota = [t.files.cpu_stat for t in stat_targets if t.files is not None], _offsets(stat_targets)
+                checked = [t.quota_checked for t in plan.targets]
+                plan.quota_valid = (max(checked, default=now), min(checked, default=now) + QUOTA_RECHECK_SECONDS)
+            stat_paths, stat_at = plan.quota
+        else:
+            stat_paths, stat_at = plan.cpu_stat, plan.at
+        try:
+            stat_data = read(stat_paths, "cpu.stat")
+            usage_data = read(plan.cpuacct_usage, "cpuacct.usage") if v1 else []
+            memory_stat_data = read(plan.memory_stat, "memory.stat")
+            memory_usage_data = read(plan.memory_usage, "memory usage")
+            psi_data = read(plan.psi, "pressure")
+        except OSError:
+            return False
+        if stat_data is None or usage_data is None or memory_stat_data is None or memory_usage_data is None:
+            return False
+        if psi_data is None:
+            return False
+        try:
+            stat = batch_cpu_stat(stat_data, 1 if v1 else 2)
+            cpu_ns = batch_ints(usage_data) if v1 else stat[:, 0]
+            memory = batch_memory_stat(memory_stat_data, 1 if v1 else 2)
+            usage = batch_ints(memory_usage_data)
+            psi = batch_psi_values(psi_data)
+        except BatchMiss:
+            return False
+        at = plan.at
+        values[at + _CPU] = cpu_ns / 1e9
+        # nr_periods stays 0 until a CFS quota applies: no quota, no throttling series (-1: no CFS stats at all)
+        for slot in (_PERIODS, _THROTTLED, _THROTTLED_SECONDS):
+            values[at + slot] = MISSING
+        cfs = stat[:, 1] > 0
+        stat, stat_at = stat[cfs], stat_at[cfs]
+        values[stat_at + _PERIODS] = stat[:, 1]
+        values[stat_at + _THROTTLED] = stat[:, 2]
+        values[stat_at + _THROTTLED_SECONDS] = stat[:, 3] / 1e9
+        values[at + _ANON] = memory[:, 0]
+        values[at + _WORKING_SET] = np.maximum(usage - memory[:, 1], 0)
+        if plan.psi:
+            values[(plan.psi_at[:, None] + _PSI_RANGE).ravel()] = psi.ravel()
+        if plan.fresh:
+            for t in plan.fresh:
+                t.fresh = False
+            self._state += 1
+        return True
 
     def _failed(self, exc: OSError) -> bool:
         """Count a failed read; True if the cgroup is gone."""
@@ -335,9 +509,12 @@ class CgroupCollector:
         self._errors.record(reason)
         return reason == SeriesErrors.VANISHED
 
-    def _no_quota(self, t: _Target, path: str, now: float) -> bool:
+    def _no_quota(self, t: _Target, now: float) -> bool:
         """True if the v1 cgroup has no CFS quota, read at most every QUOTA_RECHECK_SECONDS. Unreadable or
         garbage counts as "maybe a quota" (cpu.stat is read and its errors counted as usual)."""
+        path = t.files.cfs_quota if t.files is not None else None
+        if path is None:
+            return False  # v2: cpu.stat is always read
         if not t.quota_checked <= now < t.quota_checked + QUOTA_RECHECK_SECONDS:
             t.quota_checked = now
             try:
@@ -346,7 +523,7 @@ class CgroupCollector:
                 t.unlimited = False
         return t.unlimited
 
-    def _collect_target(self, t: _Target, v1: bool, now: float, values: list[float], psi: bool) -> bool:
+    def _collect_target(self, t: _Target, v1: bool, now: float, values: F64, psi: bool) -> bool:
         """Read one cgroup into its slots (PSI only if asked); returns False if it vanished. Each file fails on
         its own.
 
@@ -359,7 +536,7 @@ class CgroupCollector:
         gone = False
         o = t.offset
         cpu_stat = None
-        if files.cfs_quota is None or not self._no_quota(t, files.cfs_quota, now):
+        if not self._no_quota(t, now):
             try:
                 cpu_stat = parse_cpu_stat(read(files.cpu_stat), 1 if v1 else 2)
             except OSError as exc:
@@ -395,7 +572,7 @@ class CgroupCollector:
             slot += 4
         return not gone
 
-    def _read_memory(self, files: _Files, v1: bool, o: int, values: list[float]) -> bool:
+    def _read_memory(self, files: _Files, v1: bool, o: int, values: F64) -> bool:
         """Memory of one cgroup into its slots; True if the cgroup vanished."""
         read = self._reader.read
         gone = False

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import chain
 from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
+from agent.collectors.cgroup_stats import BatchMiss
 from agent.collectors.checked import OutOfRangeError, check_u64
 from agent.series import Kind, Sample, SeriesKey, psi_avg10_metric, psi_total_metric
 
@@ -103,3 +108,20 @@ def psi_samples(reading: PsiReading, keys: PsiKeys, source: str, out: list[Sampl
     if reading.full_avg10_ratio is not None and reading.full_total_seconds is not None:
         out.append(Sample(keys.full_avg10, reading.full_avg10_ratio))
         out.append(Sample(keys.full_total, reading.full_total_seconds, Kind.COUNTER, source))
+
+
+def batch_psi_values(datas: list[bytes]) -> npt.NDArray[np.float64]:
+    """`psi_values` of every file as rows (see `agent.collectors.cgroup_stats.BatchMiss`: all in the kernel's
+    layout or BatchMiss, and the caller parses them one by one)."""
+    matches = [_FAST.match(d) for d in datas]
+    if None in matches:
+        raise BatchMiss("PSI file not in the usual layout")
+    fields = list(chain.from_iterable(m.groups() for m in matches))  # type: ignore[union-attr]  # no None (above)
+    if None in fields:  # no `full` line: NaN, as psi_values
+        fields = [b"nan" if f is None else f for f in fields]
+    out = np.array(list(map(float, fields)), dtype=np.float64).reshape(-1, 4)
+    out[:, 0::2] /= 100.0  # avg10 percent -> ratio
+    out[:, 1::2] /= 1e6  # total us -> s
+    if np.any(out[:, 0::2] > 1.0):  # NaN (no `full` line) compares False
+        raise BatchMiss("PSI average above 100 %")
+    return out

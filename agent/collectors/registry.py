@@ -28,7 +28,7 @@ class CollectorContext:
     cgroup_root: Path = Path("/sys/fs/cgroup")
     cgroup_parent: str = ""  # kubelet --cgroup-root below the mount
     pods: Callable[[], Sequence[PodRef]] = field(default=_no_pods)
-    psi: PsiScope = PsiScope.PODS
+    psi: PsiScope = PsiScope.OFF  # as the agent's default (`AgentSettings.psi`)
     interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
     container_interval: float | None = None  # None: every cycle
     netlink: bool = False  # netdev's link inventory from netlink (pyroute2) rather than sysfs

@@ -200,6 +200,9 @@ class FlakyReader(PseudoFileReader):
                 raise self.error
         return super().read(path)
 
+    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
+        return [self.read(path) for path in paths]  # a batch fails as a whole on the first injected error
+
 
 def test_permission_denied_is_counted_per_series(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
@@ -344,6 +347,9 @@ class CountingReader(PseudoFileReader):
         self.reads[name] = self.reads.get(name, 0) + 1
         return super().read_once(path)
 
+    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
+        return [self.read(path) for path in paths]
+
 
 def test_v1_cpu_stat_not_read_without_cfs_quota_until_one_appears(tmp_path: Path) -> None:
     """v1 cpu.stat only carries throttling: skipped while cpu.cfs_quota_us is -1, read again once a quota
@@ -469,3 +475,104 @@ def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:
     assert (
         got[SeriesKey(MEMORY_ANON_USAGE_BYTES, pod.uid, "c0")].value == CgroupValues(inactive_anon=70 * MiB).anon_usage
     )
+
+
+class OneByOneReader(PseudoFileReader):
+    """Never reads a batch: the collector reads every cgroup on its own (the path a failed batch takes)."""
+
+    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
+        return None
+
+
+class BatchCountingReader(PseudoFileReader):
+    """Counts the paths read one by one (`read`) and the batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.single: list[str] = []
+        self.batches = 0
+
+    def read(self, path: str) -> bytes:
+        self.single.append(path)
+        return super().read(path)
+
+    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
+        self.batches += 1
+        return super().read_many(paths, kind)
+
+
+@pytest.mark.parametrize(("version", "driver"), COMBOS, ids=IDS)
+def test_batch_reads_give_the_values_of_one_by_one_reads(
+    tmp_path: Path, version: CgroupVersion, driver: CgroupDriver
+) -> None:
+    """Bit for bit, over cycles that hold containers and PSI, with cgroups without CFS stats or quota, a PSI
+    file without a `full` line, and sums beyond float precision."""
+    import numpy as np
+
+    tree = FakeCgroupTree(tmp_path, version, driver, psi=True)
+    pods = [make_pod(i, qos, containers=2) for i, qos in enumerate(QoSClass)]
+    for i, pod in enumerate(pods):
+        tree.add_pod(pod, CgroupValues(periods=0 if i == 1 else 100, inactive_anon=2**53 + 1))
+    rel = tree.pod_rel(pods[2])
+    (tree.path("cpuacct", rel) / "cpu.pressure").write_text(Psi(full_avg10=None).render())
+    if version is V1:
+        (tree.path("cpu", rel) / "cpu.cfs_quota_us").write_text("-1\n")
+    else:  # no cpu controller in this cgroup: usage only
+        (tree.path("cpu", rel) / "cpu.stat").write_text("usage_usec 12345\nuser_usec 1\nsystem_usec 1\n")
+
+    def build(reader: PseudoFileReader) -> CgroupCollector:
+        return collector(tree, lambda: pods, psi=PsiScope.ALL, reader=reader, container_interval=3.0)
+
+    reader = BatchCountingReader()
+    batched, one_by_one = build(reader), build(OneByOneReader())
+    for now in range(7):
+        for n, pod in enumerate(pods):  # every counter moves, so a held value differs from a read one
+            for ref in pod.containers:
+                tree.write(tree.container_rel(pod, ref), CgroupValues(cpu_ns=10**9 * (now + 1) + n))
+        a, b = batched.collect(float(now)), one_by_one.collect(float(now))
+        assert a.layout.keys == b.layout.keys
+        assert np.array_equal(a.array(), b.array(), equal_nan=True)
+        if now == 0:
+            reader.single.clear()  # the first cycle opens the files (through `read`)
+    assert batched.errors.by_reason == one_by_one.errors.by_reason == {}
+    assert reader.single == [] and reader.batches >= 7
+
+
+def test_a_failing_cgroup_is_read_alone_and_the_others_stay_batched(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
+    pods = [make_pod(i, QoSClass.BURSTABLE, containers=1) for i in range(3)]
+    for pod in pods:
+        tree.add_pod(pod)
+    bad = tree.path("memory", tree.pod_rel(pods[1])) / "memory.stat"
+    good_text = bad.read_text()
+    bad.write_text("garbage\n")
+    reader = BatchCountingReader()
+    c = collector(tree, lambda: pods, psi=PsiScope.OFF, reader=reader)
+    got = index(c.collect(0.0))  # the batch fails on it: all read one by one, its memory dropped and counted
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 1}
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pods[1].uid) not in got
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pods[0].uid) in got and SeriesKey(CPU_USAGE_SECONDS, pods[1].uid) in got
+    reader.single.clear()
+    got = index(c.collect(1.0))  # from now on only it is read alone
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 2} and SeriesKey(CPU_USAGE_SECONDS, pods[1].uid) in got
+    assert reader.single and all(tree.pod_rel(pods[1]) in path for path in reader.single)
+    bad.write_text(good_text)  # fixed: read alone once more (cleanly), then batched again
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pods[1].uid) in index(c.collect(2.0))
+    reader.single.clear()
+    assert len(c.collect(3.0)) == len(got) + 2 and reader.single == []
+    assert c.errors.by_reason == {SeriesErrors.GARBAGE: 2}
+
+
+def test_read_many_reads_kept_and_new_files_whole(tmp_path: Path) -> None:
+    short, long = tmp_path / "short", tmp_path / "long"
+    short.write_bytes(b"1\n")
+    long.write_bytes(b"x" * 20000)
+    reader = PseudoFileReader()
+    assert reader.read_many([str(short), str(short)], "k") == [b"1\n", b"1\n"] and reader.open_count == 1
+    assert reader._sizes["k"] < 100  # asks for little more than the longest file of the kind
+    short.write_bytes(b"2" * 300 + b"\n")  # grown past it: read again whole
+    assert reader.read_many([str(short)], "k") == [b"2" * 300 + b"\n"] and reader._sizes["k"] > 301
+    assert reader.read_many([str(short), str(long)], "k") == [b"2" * 300 + b"\n", b"x" * 20000]  # beyond a chunk
+    with pytest.raises(FileNotFoundError):
+        reader.read_many([str(short), str(tmp_path / "missing")])
+    reader.close()

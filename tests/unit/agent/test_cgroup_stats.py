@@ -5,7 +5,11 @@ import math
 import pytest
 
 from agent.collectors.cgroup_stats import (
+    BatchMiss,
     CfsStat,
+    batch_cpu_stat,
+    batch_ints,
+    batch_memory_stat,
     parse_cpu_stat,
     parse_int,
     parse_keyed,
@@ -13,7 +17,7 @@ from agent.collectors.cgroup_stats import (
     pick_keyed,
     working_set,
 )
-from agent.collectors.psi import parse_psi, psi_values
+from agent.collectors.psi import batch_psi_values, parse_psi, psi_values
 
 V1_CPU_STAT = b"nr_periods 120\nnr_throttled 7\nthrottled_time 350000000\nnr_bursts 0\nburst_time 0\n"
 V2_CPU_STAT = (
@@ -145,3 +149,68 @@ def test_cfs_quota() -> None:
     for bad in (b"", b"max\n", b"0\n", b"-2\n"):
         with pytest.raises(ValueError):
             parse_cfs_quota(bad)
+
+
+# ---------------------------------------------------------------------------------------------- batches
+V2_CPU_NO_CORE_SCHED = V2_CPU_STAT.replace(b"core_sched.force_idle_usec 0\n", b"")
+V2_CPU_NO_CFS = b"usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n"
+V2_CPU_EXTRA_KEY = V2_CPU_STAT.replace(b"system_usec 500000\n", b"system_usec 500000\nnew_key 1\n")
+BIG = 2**53 + 1  # not a float: the sums must be exact in integers before the conversion, as one by one
+
+
+@pytest.mark.parametrize(
+    ("datas", "version"),
+    [
+        ([V1_CPU_STAT, V1_CPU_STAT.replace(b"120", b"0")], 1),
+        ([V2_CPU_STAT, V2_CPU_NO_CORE_SCHED, V2_CPU_NO_CFS, V2_CPU_EXTRA_KEY, b"usage_usec %d\n" % BIG], 2),
+        ([], 2),
+    ],
+)
+def test_batch_cpu_stat_is_parse_cpu_stat(datas: list[bytes], version: int) -> None:
+    rows = batch_cpu_stat(datas, version).tolist()
+    for data, row in zip(datas, rows, strict=True):
+        one = parse_cpu_stat(data, version)
+        assert row[0] == (one.usage_ns if one.usage_ns is not None else -1)
+        assert row[1:] == (list(one.cfs) if one.cfs is not None else [-1, -1, -1])
+
+
+@pytest.mark.parametrize(
+    ("data", "version"),
+    [
+        (b"nr_periods 1\nnr_throttled x\nthrottled_time 3\n", 1),
+        (b"usage_usec -4\n", 2),
+        (b"usage_usec 1\nuser_usec 1\nsystem_usec 1\nnr_periods 1\nnr_throttled x\nthrottled_usec 3\n", 2),
+        (b"usage_usec 12345678901234567890\n", 2),  # 20 digits: one by one, range-checked there
+        (b"usage_usec 9999999999999999\n", 2),  # ns beyond int64
+        (reorder(V2_CPU_STAT), 2),
+    ],
+)
+def test_batch_cpu_stat_misses_what_it_cannot_parse_exactly(data: bytes, version: int) -> None:
+    with pytest.raises(BatchMiss):
+        batch_cpu_stat([V1_CPU_STAT if version == 1 else V2_CPU_STAT, data], version)
+
+
+def test_batch_memory_stat_and_ints_are_their_one_by_one_parsers() -> None:
+    big_v2 = V2_MEMORY_STAT.replace(b"inactive_anon 100", b"inactive_anon %d" % BIG)
+    for datas, version in (([V1_MEMORY_STAT], 1), ([V2_MEMORY_STAT, big_v2], 2)):
+        assert batch_memory_stat(datas, version).tolist() == [list(parse_memory_stat(d, version)) for d in datas]
+    for bad in (reorder(V2_MEMORY_STAT), b"", V2_MEMORY_STAT.replace(b"400", b"4" * 19)):
+        with pytest.raises(BatchMiss):
+            batch_memory_stat([V2_MEMORY_STAT, bad], 2)
+    datas = [b"123456789\n", b"%d\n" % BIG, b"0\n"]
+    assert batch_ints(datas).tolist() == [parse_int(d) for d in datas]
+    for bad in (b"", b"-1\n", b"-5\n", b"12abc\n", b"%d\n" % 2**64):
+        with pytest.raises(BatchMiss):
+            batch_ints([b"1\n", bad])
+
+
+def test_batch_psi_values_are_psi_values() -> None:
+    full = b"some avg10=2.50 avg60=1.00 avg300=0.10 total=1500000\nfull avg10=0.30 avg60=0.00 avg300=0.00 total=7\n"
+    some_only = b"some avg10=0.07 avg60=0.00 avg300=0.00 total=123456789012345\n"
+    rows = batch_psi_values([full, some_only])
+    assert rows[0].tolist() == list(psi_values(full))
+    assert rows[1, :2].tolist() == list(psi_values(some_only)[:2]) and math.isnan(rows[1, 2]) and math.isnan(rows[1, 3])
+    assert batch_psi_values([]).shape == (0, 4)
+    for bad in (b"", b"some avg10=101.00 avg60=0.00 avg300=0.00 total=1\n", b"full avg10=1.00 total=2\n"):
+        with pytest.raises(BatchMiss):
+            batch_psi_values([full, bad])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.collectors.cgroups import PsiScope
 from agent.config import AgentSettings, ConfigError, load
 from agent.main import build_parser, main
 from common.api.nodemetric import NodeMemoryCollectPolicy
@@ -18,6 +19,8 @@ def test_defaults_are_koordinators() -> None:
     assert s.node_memory_collect_policy is NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE
     assert (s.publish_qps, s.publish_burst) == (0.1, 2)
     assert s.create_nodemetric and s.publish and s.node_name is None
+    assert s.psi is PsiScope.OFF  # koordlet's PSICollector feature gate is off by default
+    assert load({"psi": "pods"}, environ={}).psi is PsiScope.PODS  # and on by flag
 
 
 def test_precedence_file_env_flags(tmp_path: Path) -> None:
