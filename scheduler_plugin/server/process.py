@@ -19,7 +19,7 @@ from common.http_server import start_site
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
 from common.kube.malformed import MalformedObjects
-from common.kube.reflector import freeze_cache_objects, relax_gc_for_caches
+from common.kube.reflector import freeze_cache_objects, pause_gc_until_frozen, relax_gc_for_caches
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
@@ -142,6 +142,7 @@ class SchedulerProcess:
 
 async def run_until_signalled(options: SchedulerOptions, config: KubeSchedulerConfiguration) -> None:
     relax_gc_for_caches()
+    pause_gc_until_frozen(asyncio.get_running_loop())  # until the caches are synced (`SchedulerProcess.run`)
     try:
         http = await KubeHTTP.connect(
             options.kubeconfig,

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from common.kube.reflector import GC_YOUNG_THRESHOLD, freeze_cache_objects, relax_gc_for_caches
+from common.kube import reflector
+from common.kube.reflector import (
+    GC_YOUNG_THRESHOLD,
+    freeze_cache_objects,
+    pause_gc_until_frozen,
+    relax_gc_for_caches,
+)
 
 
 @pytest.fixture
@@ -16,6 +23,7 @@ def restored_gc() -> Iterator[None]:
     threshold = gc.get_threshold()
     yield
     gc.unfreeze()
+    gc.enable()
     gc.set_threshold(*threshold)
 
 
@@ -43,3 +51,28 @@ def test_frozen_cache_objects_are_not_scanned_but_still_freed_when_replaced(rest
     assert not any(obj is cache for obj in gc.get_objects())  # the permanent generation is not scanned
     cache["pod-0"] = Entry({})  # a watch update replaces the entry: refcounting frees the frozen one
     assert watched() is None
+
+
+def test_the_collector_paused_for_the_initial_lists_runs_again_at_the_freeze(restored_gc: None) -> None:
+    async def scenario() -> None:
+        pause_gc_until_frozen(asyncio.get_running_loop())
+        assert not gc.isenabled()
+        freeze_cache_objects()
+        assert gc.isenabled()
+
+    asyncio.run(scenario())
+
+
+def test_the_collector_runs_again_after_the_pause_limit_without_a_sync(
+    restored_gc: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An API server that never answers: the reflectors retry (and make garbage cycles) for as long as it takes."""
+    monkeypatch.setattr(reflector, "INITIAL_GC_PAUSE_SECONDS", 0.05)
+
+    async def scenario() -> None:
+        pause_gc_until_frozen(asyncio.get_running_loop())
+        assert not gc.isenabled()
+        await asyncio.sleep(0.2)
+        assert gc.isenabled()
+
+    asyncio.run(scenario())
