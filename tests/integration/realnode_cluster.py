@@ -184,14 +184,18 @@ class RealCluster:
         self.wait_all_ready()
         return time.monotonic() - started
 
-    def upgrade(self, *sets: str, values: dict[str, Any] | None = None) -> None:
-        """`helm upgrade --reuse-values` with `--set`s and/or a values file (lists replace the old ones whole)."""
-        args = [a for s in sets for a in ("--set", s)]
+    def upgrade(self, *sets: str, values: dict[str, Any] | None = None, reset: bool = False) -> None:
+        """`helm upgrade --reuse-values` with `--set`s and/or a values file (lists replace the old ones whole).
+
+        `reset`: start from the session's values instead of the release's last ones, the only way to take a key
+        out again (under --reuse-values a null is overwritten by the old value)."""
+        args = ["--reset-values", "-f", str(self.values_file)] if reset else ["--reuse-values"]
+        args += [a for s in sets for a in ("--set", s)]
         if values is not None:
             extra = self.plane.root / f"upgrade-values-{time.monotonic_ns()}.yaml"
             extra.write_text(yaml.safe_dump(values))
             args += ["-f", str(extra)]
-        self.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--skip-crds", "--reuse-values", *args)
+        self.helm("upgrade", RELEASE, str(CHART), "-n", NAMESPACE, "--skip-crds", *args)
 
     def test_values(self) -> dict[str, Any]:
         """The values the session installed with (chart_values)."""
@@ -322,8 +326,11 @@ def idle_nodemetric(cluster: RealCluster, node: str) -> None:
         "status": {"updateTime": now, "nodeMetric": {"nodeUsage": idle, "systemUsage": idle}, "podsMetric": []}}))  # fmt: skip
 
 
-def set_descheduler_thresholds(cluster: RealCluster, low: dict[str, int], high: dict[str, int]) -> None:
-    """helm upgrade with new LowNodeLoad thresholds; the config checksum rolls the Deployments."""
-    cluster.upgrade(*(f"descheduler.lowNodeLoad.{kind}Thresholds.{resource}={value[resource]}"
-                      for kind, value in (("low", low), ("high", high)) for resource in ("cpu", "memory")))  # fmt: skip
+def set_descheduler_thresholds(cluster: RealCluster, low: dict[str, int], high: dict[str, int],
+                               node_selector: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """helm upgrade from the session's values with LowNodeLoad's thresholds and node selector (None: every node);
+    the config checksum rolls the Deployments."""
+    selector = {"nodeSelector": node_selector} if node_selector is not None else {}
+    cluster.upgrade(values={"descheduler": {"lowNodeLoad": {"lowThresholds": low, "highThresholds": high, **selector}}},
+                    reset=True)  # fmt: skip
     cluster.wait_all_ready()

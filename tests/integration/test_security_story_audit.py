@@ -4,7 +4,7 @@ RBAC is sufficient as well as minimal (test_security_rbac.py's tables show the m
 The story is the demo's own (tests/harness/demo.py, `Demo.story`), played on the session's real cluster
 (tests/integration/realnode_cluster.py: no second control plane, the machine's one real node) in a namespace of
 its own, with what the demo's keeper adds for it: the simulated agent writing the kwok nodes' NodeMetrics, and
-LowNodeLoad's thresholds at the demo's. The audit is counted as `make demo` prints it.
+LowNodeLoad's thresholds and node selector at the demo's. The audit is counted as `make demo` prints it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def test_the_demo_story_gets_no_403_for_any_loadline_component(real_cluster: Rea
     simulated = demo.start_simulated_agent(cluster.plane)
     try:
         thresholds = demo.DESCHEDULER
-        set_descheduler_thresholds(cluster, low=thresholds["lowThresholds"], high=thresholds["highThresholds"])
+        set_descheduler_thresholds(cluster, low=thresholds["lowThresholds"], high=thresholds["highThresholds"],
+                                   node_selector=thresholds["nodeSelector"])  # fmt: skip
         seen = story.story(cluster.image)
         calls = story.audit(since)
     finally:
