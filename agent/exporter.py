@@ -20,7 +20,8 @@ Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for
 - Self-metrics: `loadline_agent_collector_duration_seconds` and `_success` per collector (node_exporter's
   pattern), series errors by reason, store series count and size, collect cycles, aggregation and render
   durations, publishes, publish errors by reason, last successful publish timestamp, `loadline_agent_build_info`.
-  Plus the process's default registry (reflector metrics, `process_*`, `python_*`).
+  Plus `process_*` and `python_*` (`agent.procself`), and prometheus_client's default registry where it is loaded
+  (with a cluster: reflector metrics, and its own `process_*`, `python_*` instead).
 
 Raw series are as of the last collect cycle: a scrape renders them (in a worker thread, at most once per
 cycle) from the sampler's last cycle, which is replaced as a whole each cycle. Window aggregates are rendered
@@ -37,13 +38,11 @@ import logging
 import math
 import platform
 import re
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-from prometheus_client import REGISTRY, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from agent import malloc
 from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
@@ -384,9 +383,22 @@ def render_self(nodes: Sequence[NodeSelfState], timings: AgentTimings, mode: str
     return families.render()
 
 
+def default_series() -> bytes:
+    """prometheus_client's default registry where something loaded it (the API client's metrics, QoS), else the
+    same process and Python series without importing it (`agent.procself`)."""
+    if "prometheus_client" in sys.modules:
+        from prometheus_client import REGISTRY, generate_latest
+
+        return generate_latest(REGISTRY)
+    from agent.procself import render_process
+
+    return render_process().encode()
+
+
 # ------------------------------------------------------------------------------------------------ server
 Check = Callable[[], tuple[bool, str]]
 STATUS_PATH = "/nodemetric"  # JSON of the NodeMetric the agent would write now (standalone and daemon)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus text format 0.0.4
 
 
 class Exporter:
@@ -427,7 +439,7 @@ class Exporter:
     def metrics_text(self, raw: bytes = b"") -> bytes:
         parts = [raw, self._body, self._live().encode()]
         if self._include_default:
-            parts.append(generate_latest(REGISTRY))
+            parts.append(default_series())
         return b"".join(parts)
 
     async def _metrics(self) -> Response:
@@ -437,7 +449,7 @@ class Exporter:
         raw = await asyncio.to_thread(self._raw) if self._raw is not None else b""
         body = self.metrics_text(raw)
         malloc.trim()
-        return Response(200, body, CONTENT_TYPE_PLAIN_0_0_4)
+        return Response(200, body, CONTENT_TYPE)
 
     async def _status_json(self) -> Response:
         assert self._status is not None

@@ -16,7 +16,9 @@
 3. RSS of this process after the largest run.
 4. --daemon: the real `loadline agent --standalone` process with every default over fixture pod trees: CPU
    share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`; then the import floor (RSS of
-   a fresh interpreter after `import agent.main` alone).
+   a fresh interpreter after `import agent.main` alone). RSS is anonymous memory (the process's own) plus file
+   pages (the shared libraries' code: how much of it is resident depends on what the page cache holds; the same
+   code had an import floor of 51.7 MiB from one venv and 59.1 MiB from a freshly installed one, all of it file pages).
 Targets (issue 14, default intervals): <= 1 % of one core at 300 pods x 3, <= 60 MB RSS at 100 pods x 3.
 """
 
@@ -279,12 +281,13 @@ def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float) 
             cpu = sum(proc.cpu_times()[:2]) - cpu0
             wall = time.monotonic() - wall0
             status = Path(f"/proc/{agent.pid}/status").read_text()
-            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
-            hwm = int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024  # type: ignore[union-attr]
+            kib = {k: int(v) for k, v in re.findall(r"(VmRSS|VmHWM|RssAnon|RssFile):\s+(\d+)", status)}
             print(
                 f"daemon  {pods:4d} pods x 3 (standalone, defaults)  CPU {100 * cpu / wall:5.2f} % of a core over "
                 f"{wall:.0f} s after {warmup:.0f} s, scraped every {scrape_every:g} s ({size / 1024:.0f} KiB); "
-                f"RSS {rss:.1f} MiB (peak {hwm:.1f} MiB)"
+                f"RSS {kib['VmRSS'] / 1024:.1f} MiB = {kib['VmRSS'] * 1024 / 1e6:.1f} MB "
+                f"(peak {kib['VmHWM'] / 1024:.1f} MiB; anonymous {kib['RssAnon'] / 1024:.1f}, "
+                f"file {kib['RssFile'] / 1024:.1f})"
             )
         finally:
             agent.send_signal(signal.SIGTERM)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 
@@ -70,8 +71,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def disable_created_series() -> None:
     """Counters and histograms would each add a `<name>_created` gauge to /metrics (prometheus_client's default in
-    the text format): a second series per metric that nobody queries. Every component starts through main()."""
-    import prometheus_client  # here, not at the top: `loadline --help` and `version` need none of it
+    the text format): a second series per metric that nobody queries. Every component starts through main(). Where
+    prometheus_client is not loaded yet, its own switch (an environment variable read at its import) does it, so a
+    component that never uses it (the standalone agent) does not import it for this."""
+    if "prometheus_client" not in sys.modules:
+        os.environ["PROMETHEUS_DISABLE_CREATED_SERIES"] = "true"
+        return
+    import prometheus_client
 
     prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
 

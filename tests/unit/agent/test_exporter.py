@@ -266,3 +266,27 @@ def test_server_serves_prepared_bytes_and_health() -> None:
             await exporter.stop()
 
     asyncio.run(run())
+
+
+def test_own_process_series_are_prometheus_clients_default_ones() -> None:
+    """The standalone agent renders process_* and python_* itself (no prometheus_client import): the same
+    families, types, labels and (CPU time and fds moving a little meanwhile) values as its default collectors."""
+    from prometheus_client import REGISTRY, generate_latest
+
+    from agent.procself import render_process
+
+    def families(text: str) -> dict[tuple[str, str, tuple[tuple[str, str], ...]], float]:
+        return {
+            (f.name, f.type, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text)
+            for s in f.samples
+        }
+
+    theirs = families(generate_latest(REGISTRY).decode())
+    ours = families(render_process())
+    defaults = {k: v for k, v in theirs.items() if k[0].startswith(("process_", "python_"))}
+    assert ours.keys() == defaults.keys() and any(k[0] == "process_resident_memory_bytes" for k in ours)
+    for key in ("process_start_time_seconds", "process_max_fds", "python_info"):
+        (ours_value,) = (v for k, v in ours.items() if k[0] == key)
+        (theirs_value,) = (v for k, v in defaults.items() if k[0] == key)
+        assert abs(ours_value - theirs_value) <= 0.01 * abs(theirs_value), key

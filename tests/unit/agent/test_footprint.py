@@ -11,8 +11,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 HEAVY = ("pynvml", "pyroute2", "kubernetes", "agent.collectors.gpu", "agent.collectors.infiniband")
 # The API client and what only it uses (aiohttp ~10 MiB resident, with yarl, multidict, attrs), and yaml (~1 MiB:
-# a --config file or a kubeconfig file only).
-CLUSTER_ONLY = ("aiohttp", "yarl", "multidict", "attr", "orjson", "common.kube.http", "common.kube.reflector", "yaml")
+# a --config file or a kubeconfig file only), and prometheus_client (2.8 MiB with the http.server, wsgiref and email
+# modules it loads: the API client's metrics; a standalone agent renders its process series itself).
+CLUSTER_ONLY = (
+    "aiohttp",
+    "yarl",
+    "multidict",
+    "attr",
+    "orjson",
+    "common.kube.http",
+    "common.kube.reflector",
+    "yaml",
+    "prometheus_client",
+)
 
 
 def imported_after(code: str, watched: tuple[str, ...] = HEAVY) -> list[str]:
@@ -49,6 +60,7 @@ async def run(tmp: Path) -> None:
         for path in ("/metrics", "/nodemetric"):
             body = await asyncio.to_thread(lambda: urllib.request.urlopen(url + path, timeout=10).read())
             assert body, path
+            assert path != "/metrics" or b"process_resident_memory_bytes " in body
         assert not agent.local_pods.from_kubelet and agent.sampler.cycles >= 2
     finally:
         await agent.stop()
@@ -59,8 +71,22 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def test_a_standalone_agent_with_every_default_collector_runs_without_the_cluster_libraries() -> None:
-    """Started, sampled, asked the kubelet, scraped: still no aiohttp, yaml or pynvml (no NVIDIA driver here)."""
+    """Started, sampled, asked the kubelet, scraped (with its process series): still no aiohttp, yaml,
+    prometheus_client or pynvml (no NVIDIA driver here)."""
     assert imported_after(STANDALONE_RUN, ("pynvml", "pyroute2", "kubernetes", *CLUSTER_ONLY)) == []
+
+
+def test_the_cli_turns_created_series_off_without_importing_prometheus_client() -> None:
+    probe = (
+        "from common.cli import disable_created_series\n"
+        "disable_created_series()\n"
+        "assert 'prometheus_client' not in sys.modules\n"
+        "from prometheus_client import CollectorRegistry, Counter, generate_latest\n"
+        "registry = CollectorRegistry()\n"
+        "Counter('probe_events_total', 'probe', registry=registry).inc()\n"
+        "assert b'_created' not in generate_latest(registry)\n"
+    )
+    assert imported_after(probe, ("prometheus_client",)) == ["prometheus_client"]
 
 
 def test_only_the_enabled_collectors_are_imported() -> None:
