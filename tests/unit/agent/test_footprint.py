@@ -76,6 +76,18 @@ def test_a_standalone_agent_with_every_default_collector_runs_without_the_cluste
     assert imported_after(STANDALONE_RUN, ("pynvml", "pyroute2", "kubernetes", *CLUSTER_ONLY)) == []
 
 
+def test_the_api_models_are_built_on_first_use_not_at_import() -> None:
+    """Their validators and serializers are most of what the models cost resident (common.api.wire's defer_build)."""
+    probe = (
+        "import agent.main\n"
+        "from common.api.nodemetric import NodeMetric\n"
+        "assert not NodeMetric.__pydantic_complete__\n"
+        "assert NodeMetric.from_wire({'metadata': {'name': 'n'}}).to_wire()['metadata'] == {'name': 'n'}\n"
+        "assert NodeMetric.__pydantic_complete__\n"
+    )
+    assert imported_after(probe, ()) == []
+
+
 def test_the_cli_turns_created_series_off_without_importing_prometheus_client() -> None:
     probe = (
         "from common.cli import disable_created_series\n"
