@@ -368,7 +368,7 @@ class LocalPods:
 
     def _get_pod_list(self) -> Any:
         """GET <kubelet>/pods (on a worker thread). urllib, not aiohttp: a standalone agent has no other HTTP
-        client to share, and prometheus_client has urllib loaded already (aiohttp would be ~10 MiB resident)."""
+        client to share (aiohttp would be ~10 MiB resident), and urllib is imported only once a kubelet is asked."""
         import json
         import urllib.request
 

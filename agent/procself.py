@@ -9,6 +9,7 @@ metrics and renders its default registry instead (`agent.exporter.Exporter.metri
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import platform
@@ -19,7 +20,9 @@ _TICKS = float(os.sysconf("SC_CLK_TCK"))
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
+@functools.cache
 def _boot_time(proc: str) -> float | None:
+    """The host's boot time, read once: the kernel generates all of <proc>/stat (every CPU's counters) for it."""
     try:
         with open(f"{proc}/stat", "rb") as stat:
             for line in stat:
