@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/agent_store_bench.py [--pods 10,100,300] [--cycles 40] [--real] [--repeat 7]
     .venv/bin/python bench/agent_store_bench.py --daemon 100,300 [--warmup 30] [--measure 120]
+        [--variant '--container-interval-seconds 10'] [--against /tmp/before]
 
 1. Aggregation: a full report (avg + p50/p90/p95/p99 over 5m/10m/30m) for pods x 3 containers x 6
    metrics of 1 s samples (ring full, 1890 slots), with percentiles for every series, with percentiles only
@@ -19,6 +20,8 @@
    a fresh interpreter after `import agent.main` alone). RSS is anonymous memory (the process's own) plus file
    pages (the shared libraries' code: how much of it is resident depends on what the page cache holds; the same
    code had an import floor of 51.7 MiB from one venv and 59.1 MiB from a freshly installed one, all of it file pages).
+   --variant and --against add agents (other args, another source tree) started and measured together with it,
+   over the same window: each line then says its CPU as a multiple of the defaults'.
 Targets (issue 14, default intervals): <= 1 % of one core at 300 pods x 3, <= 60 MB RSS at 100 pods x 3.
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import secrets
+import shlex
 import statistics
 import subprocess
 import sys
@@ -35,7 +39,8 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -233,69 +238,106 @@ def bench_rss(pods: int) -> None:
         cg.close()
 
 
-def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float) -> None:
-    """The real `loadline agent --standalone` process over a fixture tree of `pods` x 3 containers (v2, systemd)
-    with this machine's /proc and /sys and every default (collectors, 1 s collect, 15 s aggregation, 5m/10m/30m
-    windows): CPU share over `measure` seconds after `warmup`, scraped every `scrape_every` seconds as Prometheus
-    would, and RSS at the end (VmRSS and VmHWM). The ring's rows are allocated (NaN-filled) as series appear,
+@dataclass(frozen=True)
+class DaemonRun:
+    """One agent of a side-by-side daemon measurement: its label, the source tree it runs from, its extra args."""
+
+    label: str
+    tree: Path
+    args: tuple[str, ...] = ()
+
+
+def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float, runs: list[DaemonRun]) -> None:
+    """The real `loadline agent --standalone` processes of `runs`, started together, each over its own fixture tree
+    of `pods` x 3 containers (v2, systemd) with this machine's /proc and /sys and every default (collectors, 1 s
+    collect, 15 s aggregation, 5m/10m/30m windows) plus the run's args: CPU share over the same `measure` seconds
+    after `warmup`, each scraped every `scrape_every` seconds as Prometheus would, and RSS at the end (VmRSS and
+    VmHWM). Side by side, because one agent measured twice in a row on this shared VM differed by 0.1 % of a core
+    (1.41 and 1.53 %), as much as most changes make. The ring's rows are allocated (NaN-filled) as series appear,
     so its memory is resident from the first cycles on, as with full rings."""
     import os
     import re
-    import signal
     import urllib.request
 
-    repo = Path(__file__).resolve().parent.parent
-    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
-        tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
-        for p in [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]:
-            tree.add_pod(p)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
-        env.update(PYTHONPATH=str(repo), HOME=tmp)
-        env.pop("KUBECONFIG", None)
-        args = [sys.executable, "-m", "common", "agent", "--standalone", f"--cgroup-root={tmp}", "--metrics-port=0"]
-        agent = subprocess.Popen([*args, "--kubelet-url="], env=env, cwd=repo, stderr=subprocess.PIPE, text=True)
-        try:
+    with ExitStack() as stack:
+        agents: list[tuple[DaemonRun, subprocess.Popen[str], int]] = []
+        for run in runs:
+            tmp = stack.enter_context(
+                tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
+            )
+            tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
+            for p in [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]:
+                tree.add_pod(p)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
+            env.update(PYTHONPATH=str(run.tree), HOME=tmp)
+            env.pop("KUBECONFIG", None)
+            args = [sys.executable, "-m", "common", "agent", "--standalone", f"--cgroup-root={tmp}", "--metrics-port=0"]
+            agent = subprocess.Popen(
+                [*args, "--kubelet-url=", *run.args], env=env, cwd=run.tree, stderr=subprocess.PIPE, text=True
+            )
+            stack.callback(_stop, agent)
             assert agent.stderr is not None
             port = None
             while port is None:
                 line = agent.stderr.readline()
                 if not line:
-                    raise SystemExit("the agent exited before it listened")
+                    raise SystemExit(f"the agent {run.label!r} exited before it listened")
                 if match := re.search(r"serving /metrics.* on 127\.0\.0\.1:(\d+)", line):
                     port = int(match.group(1))
-            proc = psutil.Process(agent.pid)
+            agents.append((run, agent, port))
 
-            def scrape() -> int:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-                    return len(response.read())
+        def scrape(port: int) -> int:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                return len(response.read())
 
-            time.sleep(warmup)
-            cpu0, wall0 = sum(proc.cpu_times()[:2]), time.monotonic()
-            size = 0
-            next_scrape = wall0
-            while (now := time.monotonic()) < wall0 + measure:
-                if now >= next_scrape:
-                    size = scrape()
-                    next_scrape += scrape_every
-                time.sleep(0.2)
-            cpu = sum(proc.cpu_times()[:2]) - cpu0
-            wall = time.monotonic() - wall0
+        time.sleep(warmup)
+        procs = [psutil.Process(agent.pid) for _, agent, _ in agents]
+        cpu0, wall0 = [sum(p.cpu_times()[:2]) for p in procs], time.monotonic()
+        sizes = [0] * len(agents)
+        next_scrape = wall0
+        while (now := time.monotonic()) < wall0 + measure:
+            if now >= next_scrape:
+                sizes = [scrape(port) for _, _, port in agents]
+                next_scrape += scrape_every
+            time.sleep(0.2)
+        cpus = [sum(p.cpu_times()[:2]) - c for p, c in zip(procs, cpu0, strict=True)]
+        wall = time.monotonic() - wall0
+        for (run, agent, _), cpu, size in zip(agents, cpus, sizes, strict=True):
             status = Path(f"/proc/{agent.pid}/status").read_text()
             kib = {k: int(v) for k, v in re.findall(r"(VmRSS|VmHWM|RssAnon|RssFile):\s+(\d+)", status)}
+            ratio = f"  CPU x{cpu / cpus[0]:.2f} of {runs[0].label}" if len(runs) > 1 and cpus[0] else ""
             print(
-                f"daemon  {pods:4d} pods x 3 (standalone, defaults)  CPU {100 * cpu / wall:5.2f} % of a core over "
+                f"daemon  {pods:4d} pods x 3 ({run.label})  CPU {100 * cpu / wall:5.2f} % of a core over "
                 f"{wall:.0f} s after {warmup:.0f} s, scraped every {scrape_every:g} s ({size / 1024:.0f} KiB); "
                 f"RSS {kib['VmRSS'] / 1024:.1f} MiB = {kib['VmRSS'] * 1024 / 1e6:.1f} MB "
                 f"(peak {kib['VmHWM'] / 1024:.1f} MiB; anonymous {kib['RssAnon'] / 1024:.1f}, "
-                f"file {kib['RssFile'] / 1024:.1f})"
+                f"file {kib['RssFile'] / 1024:.1f}){ratio}"
             )
-        finally:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(20)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+
+
+def _stop(agent: subprocess.Popen[str]) -> None:
+    import signal
+
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(20)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
+
+
+def daemon_runs(variants: list[str], against: list[str]) -> list[DaemonRun]:
+    """The agents to run side by side: this tree with every default first, then each variant's args (this tree),
+    then each other source tree with every default."""
+    here = Path(__file__).resolve().parent.parent
+    runs = [DaemonRun("standalone, defaults", here)]
+    runs += [DaemonRun(f"standalone, {v}", here, tuple(shlex.split(v))) for v in variants]
+    for other in against:
+        tree = Path(other).resolve()
+        if not (tree / "agent" / "main.py").is_file():
+            raise SystemExit(f"--against {other}: not a Loadline source tree (no agent/main.py)")
+        runs.append(DaemonRun(f"standalone, defaults, {tree}", tree))
+    return runs
 
 
 def import_floor() -> None:
@@ -327,10 +369,27 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=30.0, help="--daemon: seconds before measuring")
     ap.add_argument("--measure", type=float, default=120.0, help="--daemon: seconds measured")
     ap.add_argument("--scrape-every", type=float, default=15.0, help="--daemon: seconds between /metrics scrapes")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="--daemon: also run an agent with these extra args (e.g. '--container-interval-seconds 10'), side by "
+        "side with the defaults over the same window; repeatable",
+    )
+    ap.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="TREE",
+        help="--daemon: also run an agent with every default from another source tree (a before/after pair: "
+        "`git worktree add /tmp/before <rev>`), side by side; repeatable",
+    )
     args = ap.parse_args()
     if args.daemon:
+        runs = daemon_runs(args.variant, args.against)
         for n in (int(x) for x in args.daemon.split(",")):
-            bench_daemon(n, args.warmup, args.measure, args.scrape_every)
+            bench_daemon(n, args.warmup, args.measure, args.scrape_every, runs)
         import_floor()
         return
     if args.rss_only:
