@@ -21,7 +21,7 @@ help:
 	@echo "                   IMAGE=registry.example.com/loadline:0.2.0 names it, PUSH=1 pushes it there"
 	@echo "make crds          regenerate deploy/crds from common/api/crdgen/"
 
-$(INSTALL_STAMP): pyproject.toml
+$(INSTALL_STAMP): pyproject.toml setup.py agent/collectors/_cgread.c
 	@echo "==> [setup] virtualenv $(VENV) with Loadline and its dev tools"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --progress-bar off --upgrade pip >/dev/null

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import malloc
+from agent.collectors.files import COMPILED_READER
 from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, render_self, render_timed
@@ -122,12 +123,13 @@ class NodeAgent:
                 pods=lambda: self.podwatch.index.objects(self.node_name),
             )
         log.info(
-            "%s for node %s: collect every %gs, %s, collectors %s",
+            "%s for node %s: collect every %gs, %s, collectors %s, cgroup files read %s",
             "standalone agent (no API server, nothing published)" if self.standalone else "agent",
             self.node_name,
             s.collect_interval_seconds,
             pipeline.reporter.policy.describe(),
             ",".join(c.name for c in collectors),
+            "by the C reader" if COMPILED_READER else "in Python (agent/collectors/_cgread.c was not built)",
         )
         if s.metrics_enabled:
             self.exporter = Exporter(

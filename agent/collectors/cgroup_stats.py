@@ -269,6 +269,43 @@ def _v2_cpu_rows(fields: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     return out
 
 
+# The compiled reader (`PseudoFileReader.read_keyed`) picks these keys; the functions below turn its rows into the
+# arrays of `batch_cpu_stat` and `batch_memory_stat`, with the same checks (BatchMiss: parse those files in Python).
+CPU_STAT_KEYS = {1: _V1_CFS, 2: (*_V2_USAGE, *_V2_CFS)}
+MEMORY_STAT_KEYS = {1: _V1_KEYS, 2: _V1_LOCAL_KEYS}  # v2 has the same LRU keys as v1's local ones
+
+
+def keyed_cpu_stat(rows: npt.NDArray[np.int64], version: int) -> npt.NDArray[np.int64]:
+    """`batch_cpu_stat`'s rows from the values of CPU_STAT_KEYS[version] (-1: absent)."""
+    out = np.empty((len(rows), 4), dtype=np.int64)
+    cfs = rows[:, -3:]
+    has_cfs = cfs[:, 0] >= 0
+    if np.any((cfs >= 0).any(axis=1) != has_cfs) or np.any((cfs[has_cfs] < 0).any(axis=1)):
+        raise BatchMiss("cpu.stat with only some of the CFS keys")
+    if version == 1:
+        if not has_cfs.all():
+            raise BatchMiss("cpu.stat without its CFS keys")
+        out[:, 0] = -1
+        out[:, 1:] = cfs
+        return out
+    if rows.size and (rows[:, 0].min() < 0 or max(rows[:, 0].max(), rows[:, 3].max()) >= _US_LIMIT):
+        raise BatchMiss("cpu.stat without usage_usec, or microseconds beyond int64 nanoseconds")
+    out[:] = rows
+    out[:, 0] *= 1000
+    out[has_cfs, 3] *= 1000
+    return out
+
+
+def keyed_memory_stat(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """`batch_memory_stat`'s rows from the values of MEMORY_STAT_KEYS (-1: absent)."""
+    if rows.size and rows.min() < 0:
+        raise BatchMiss("memory.stat without the LRU keys (v1: without use_hierarchy)")
+    out = np.empty((len(rows), 2), dtype=np.int64)
+    out[:, 0] = rows[:, 0] + rows[:, 1] + rows[:, 2]  # inactive_anon + active_anon + unevictable
+    out[:, 1] = rows[:, 3]
+    return out
+
+
 def batch_memory_stat(datas: list[bytes], version: int) -> npt.NDArray[np.int64]:
     """`parse_memory_stat` of every file as rows (anon usage, inactive_file)."""
     start, pattern = _BATCH_V1_LRU if version == 1 else _BATCH_V2_LRU

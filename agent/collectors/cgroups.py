@@ -41,10 +41,14 @@ import numpy.typing as npt
 from agent.collectors.base import SeriesErrors, classify_os_error
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, CgroupVersion, detect_layout
 from agent.collectors.cgroup_stats import (
+    CPU_STAT_KEYS,
+    MEMORY_STAT_KEYS,
     BatchMiss,
     batch_cpu_stat,
     batch_ints,
     batch_memory_stat,
+    keyed_cpu_stat,
+    keyed_memory_stat,
     parse_cfs_quota,
     parse_cpu_stat,
     parse_int,
@@ -83,6 +87,10 @@ _PSI_SLOTS = len(PSI_RESOURCES) * len(_PSI_KINDS)
 _EMPTY = (MISSING,) * (_PSI + _PSI_SLOTS)  # a target's slots, empty
 _PSI_RANGE = _PSI + np.arange(_PSI_SLOTS)  # a target's PSI slots, from its offset
 F64 = npt.NDArray[np.float64]
+
+
+def _same(rows: I64) -> I64:
+    return rows
 
 
 def every_cycles(seconds: float, interval: float) -> int:
@@ -463,25 +471,23 @@ class CgroupCollector:
             stat_paths, stat_at = plan.quota
         else:
             stat_paths, stat_at = plan.cpu_stat, plan.at
+        version = 1 if v1 else 2
         try:
-            stat_data = read(stat_paths, "cpu.stat")
-            usage_data = read(plan.cpuacct_usage, "cpuacct.usage") if v1 else []
-            memory_stat_data = read(plan.memory_stat, "memory.stat")
-            memory_usage_data = read(plan.memory_usage, "memory usage")
+            stat = self._read_kind(
+                stat_paths, "cpu.stat", CPU_STAT_KEYS[version], lambda rows: keyed_cpu_stat(rows, version),
+                lambda datas: batch_cpu_stat(datas, version),
+            )  # fmt: skip
+            cpu_ns = self._read_kind(plan.cpuacct_usage, "cpuacct.usage", None, _same, batch_ints) if v1 else stat[:, 0]
+            memory = self._read_kind(
+                plan.memory_stat, "memory.stat", MEMORY_STAT_KEYS[version], keyed_memory_stat,
+                lambda datas: batch_memory_stat(datas, version),
+            )  # fmt: skip
+            usage = self._read_kind(plan.memory_usage, "memory usage", None, _same, batch_ints)
             psi_data = read(plan.psi, "pressure")
-        except OSError:
-            return False
-        if stat_data is None or usage_data is None or memory_stat_data is None or memory_usage_data is None:
-            return False
-        if psi_data is None:
-            return False
-        try:
-            stat = batch_cpu_stat(stat_data, 1 if v1 else 2)
-            cpu_ns = batch_ints(usage_data) if v1 else stat[:, 0]
-            memory = batch_memory_stat(memory_stat_data, 1 if v1 else 2)
-            usage = batch_ints(memory_usage_data)
+            if psi_data is None:
+                return False
             psi = batch_psi_values(psi_data)
-        except BatchMiss:
+        except (OSError, BatchMiss):
             return False
         at = plan.at
         values[at + _CPU] = cpu_ns / 1e9
@@ -502,6 +508,29 @@ class CgroupCollector:
                 t.fresh = False
             self._state += 1
         return True
+
+    def _read_kind(
+        self,
+        paths: list[str],
+        kind: str,
+        keys: tuple[bytes, ...] | None,
+        from_rows: Callable[[I64], I64],
+        parse: Callable[[list[bytes]], I64],
+    ) -> I64:
+        """One kind of file of a batch as its array: the compiled reader's rows (`keys`, or one integer a file for
+        None) when it reads them all cleanly, else read and parsed in Python. Raises OSError or BatchMiss: the
+        caller reads the batch one by one."""
+        reader = self._reader
+        rows = (reader.read_keyed(paths, keys) if keys else reader.read_ints(paths)) if paths else None
+        if rows is not None:
+            try:
+                return from_rows(rows)
+            except BatchMiss:
+                pass  # the Python parser says which file and why, or takes a layout the checks above do not
+        datas = reader.read_many(paths, kind)
+        if datas is None:
+            raise BatchMiss("this reader reads one by one")
+        return parse(datas)
 
     def _failed(self, exc: OSError) -> bool:
         """Count a failed read; True if the cgroup is gone."""

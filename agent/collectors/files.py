@@ -15,6 +15,16 @@ import os
 import resource
 from collections.abc import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
+try:
+    from agent.collectors import _cgread
+
+    COMPILED_READER = True
+except ImportError:  # built without a C compiler (setup.py): `read_many` and the Python parsers do the same
+    COMPILED_READER = False
+
 _CHUNK = 16384  # memory.stat is ~1-2 KiB; larger files are read in further chunks
 
 
@@ -26,11 +36,22 @@ def default_max_open() -> int:
 
 
 class PseudoFileReader:
-    def __init__(self, *, keep_open: bool = True, max_open: int | None = None) -> None:
+    def __init__(self, *, keep_open: bool = True, max_open: int | None = None, compiled: bool = True) -> None:
+        """`compiled`: let `read_keyed` and `read_ints` use the C reader when it is built (a reader that must see
+        every read, as tests' counting and failing readers, turns it off)."""
         self.keep_open = keep_open
+        self.use_compiled = compiled
         self.max_open = default_max_open() if max_open is None else max_open
         self._fds: dict[str, int] = {}
         self._sizes: dict[str, int] = {}  # bytes asked of each file of a kind in `read_many`
+        # The kept fds of a list of paths (`_fd_list`), by the list's id, while no fd has been closed since.
+        self._fd_lists: dict[int, tuple[list[str], int, list[int]]] = {}
+        self._closed = 0  # fds closed so far: a cached fd list is stale once this moved (the number may be reused)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether `read_keyed` and `read_ints` read (the C reader is built and fds are kept)."""
+        return COMPILED_READER and self.keep_open and self.use_compiled
 
     @property
     def open_count(self) -> int:
@@ -85,11 +106,41 @@ class PseudoFileReader:
         self._sizes[kind] = min(longest + longest // 8 + 64, _CHUNK)
         return datas
 
+    def read_keyed(self, paths: list[str], keys: tuple[bytes, ...]) -> npt.NDArray[np.int64] | None:
+        """The values of `keys` in each file of `paths` (`key value` lines), one row a file, -1 where a key is
+        absent: read and picked by the C reader (agent/collectors/_cgread.c) with no Python object per file. None
+        when it cannot: not built, a path without a kept fd yet, or any file it does not read cleanly (see the C
+        reader); the caller then uses `read_many` and its own parser, which say what went wrong."""
+        fds = self._fd_list(paths) if self.compiled and paths else None
+        out = _cgread.read_keyed(fds, keys) if fds is not None else None
+        return None if out is None else np.frombuffer(out, dtype=np.int64).reshape(len(paths), len(keys))
+
+    def read_ints(self, paths: list[str]) -> npt.NDArray[np.int64] | None:
+        """Like `read_keyed`, for files holding one integer (cpuacct.usage, memory.current)."""
+        fds = self._fd_list(paths) if self.compiled and paths else None
+        out = _cgread.read_ints(fds) if fds is not None else None
+        return None if out is None else np.frombuffer(out, dtype=np.int64)
+
+    def _fd_list(self, paths: list[str]) -> list[int] | None:
+        """The kept fds of `paths` (the same list object a collector reads every cycle), worked out once while no
+        fd is closed; None if one has none (not read yet, or beyond `max_open`)."""
+        hit = self._fd_lists.get(id(paths))
+        if hit is not None and hit[0] is paths and hit[1] == self._closed:
+            return hit[2]
+        fds = [self._fds.get(path, -1) for path in paths]
+        if -1 in fds:
+            return None
+        if len(self._fd_lists) >= 256:  # the lists of replaced plans: dropped together now and then
+            self._fd_lists.clear()
+        self._fd_lists[id(paths)] = (paths, self._closed, fds)
+        return fds
+
     def release(self, paths: Iterable[str]) -> None:
         for path in paths:
             fd = self._fds.pop(path, None)
             if fd is not None:
                 os.close(fd)
+                self._closed += 1
 
     def release_under(self, prefix: str) -> None:
         """Close every kept fd below directory `prefix` (a pod or container cgroup that went away)."""

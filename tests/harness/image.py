@@ -123,11 +123,12 @@ def default_name() -> str:
 
 def package_files() -> list[Path]:
     """The files the wheel is built from, relative to the repository (no caches or bytecode)."""
-    files = [Path("pyproject.toml")]
+    files = [Path("pyproject.toml"), Path("setup.py")]
     for pkg in PACKAGES:
         for path in sorted((REPO / pkg).rglob("*")):
             rel = path.relative_to(REPO)
-            if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo"):
+            # no bytecode, and no extension built in place by an editable install: the wheel compiles its own
+            if path.is_file() and "__pycache__" not in rel.parts and path.suffix not in (".pyc", ".pyo", ".so"):
                 files.append(rel)
     return files
 
@@ -208,6 +209,7 @@ def build_wheelhouse(dest: Path) -> None:
     wheel = next(dest.glob("loadline-*.whl"))
     platforms = [f"manylinux_2_{m}_{BASE.arch}" for m in range(5, BASE.glibc_minor + 1)]
     platforms += [f"manylinux1_{BASE.arch}", f"manylinux2010_{BASE.arch}", f"manylinux2014_{BASE.arch}"]
+    platforms.append(f"linux_{BASE.arch}")  # loadline's own wheel (its C reader, built here on bookworm's glibc)
     abi = "cp" + BASE.python.replace(".", "")
     _run(
         _pip(

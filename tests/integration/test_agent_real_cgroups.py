@@ -36,7 +36,6 @@ import pytest
 from agent.collectors.base import SeriesErrors
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.cgroups import CgroupCollector
-from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass
 from agent.sampler import Sampler
 from agent.series import (
@@ -48,6 +47,7 @@ from agent.series import (
 )
 from agent.store import build_report
 from tests.cgroup_util import rmdir_cgroup
+from tests.unit.agent.fake_trees import BatchCountingReader
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "memory")
@@ -179,7 +179,7 @@ def real_pod() -> Iterator[RealPod]:
 
 def test_agent_reports_real_processes_in_real_cgroups(real_pod: RealPod) -> None:
     pod = real_pod.pod
-    reader = PseudoFileReader()
+    reader = BatchCountingReader(compiled=True)
     collector = CgroupCollector(lambda: [pod], CGROUP_ROOT, cgroup_parent=real_pod.parent, reader=reader)
     sampler = Sampler([collector], interval=INTERVAL, windows=(MEASURE_SECONDS,))
     time.sleep(1.0)  # let both processes settle into their duty cycles
@@ -201,6 +201,8 @@ def test_agent_reports_real_processes_in_real_cgroups(real_pod: RealPod) -> None
     assert collector.layout is not None
     assert (collector.layout.version, collector.layout.driver) == (CgroupVersion.V1, CgroupDriver.CGROUPFS)
     assert sampler.stats["cgroups"].last_success and collector.errors.total == 0
+    # cpuacct.usage, memory.stat and memory.usage_in_bytes as the kernel writes them: read by the C reader
+    assert reader.compiled_batches >= 3 * (cycles - 1)
 
     now = sampler.ring.times[sampler.ring.head]
     report = build_report(sampler.ring, now, (MEASURE_SECONDS,))

@@ -15,7 +15,7 @@ from tests.harness import image
 def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A copy of what the image is built from, so the test can change it."""
     src = image.REPO
-    for name in ("pyproject.toml", "Dockerfile", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "Dockerfile", "README.md"):
         shutil.copy2(src / name, tmp_path / name)
     for pkg in image.PACKAGES:
         shutil.copytree(src / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
@@ -30,6 +30,11 @@ def test_key_follows_the_package_files(repo: Path) -> None:
     (repo / "README.md").write_text("edited\n")  # not in the image (its wheel carries a stub description)
     (repo / "common" / "__pycache__").mkdir(exist_ok=True)
     (repo / "common" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"junk")
+    (repo / "agent" / "collectors" / "_cgread.cpython-311-x86_64-linux-gnu.so").write_bytes(b"built in place")
+    assert image.image_key(name) == before  # the wheel compiles its own C reader
+    (repo / "setup.py").write_text((repo / "setup.py").read_text() + "\n# changed\n")
+    assert image.image_key(name) != before
+    (repo / "setup.py").write_text((repo / "setup.py").read_text().removesuffix("\n# changed\n"))
     assert image.image_key(name) == before
     assert image.image_key("registry.example.com/loadline:0.2.0") != before
     module = repo / "common" / "cli.py"

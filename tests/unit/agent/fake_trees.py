@@ -6,7 +6,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 from agent.collectors.cgroup_layout import KUBEPODS_DIR, CgroupDriver, CgroupLayout, CgroupVersion
+from agent.collectors.files import PseudoFileReader
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass, split_container_id
 
 MiB = 1024 * 1024
@@ -206,3 +210,31 @@ def write_proc(root: Path, v: ProcValues) -> None:
     if v.psi is not None:
         for res, psi in v.psi.items():
             _put(root / "pressure" / res, psi.render())
+
+
+class BatchCountingReader(PseudoFileReader):
+    """Counts the paths read one by one (`read`), the batches read in Python and those the C reader read."""
+
+    def __init__(self, compiled: bool = False) -> None:
+        super().__init__(compiled=compiled)
+        self.single: list[str] = []
+        self.batches = 0
+        self.compiled_batches = 0
+
+    def read_keyed(self, paths: list[str], keys: tuple[bytes, ...]) -> npt.NDArray[np.int64] | None:
+        out = super().read_keyed(paths, keys)
+        self.compiled_batches += out is not None
+        return out
+
+    def read_ints(self, paths: list[str]) -> npt.NDArray[np.int64] | None:
+        out = super().read_ints(paths)
+        self.compiled_batches += out is not None
+        return out
+
+    def read(self, path: str) -> bytes:
+        self.single.append(path)
+        return super().read(path)
+
+    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
+        self.batches += 1
+        return super().read_many(paths, kind)

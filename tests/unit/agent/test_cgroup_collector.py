@@ -5,6 +5,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agent.collectors.base import SeriesErrors
@@ -23,7 +24,7 @@ from agent.series import (
     Sample,
     SeriesKey,
 )
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
+from tests.unit.agent.fake_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 SYSTEMD, CGROUPFS = CgroupDriver.SYSTEMD, CgroupDriver.CGROUPFS
@@ -188,7 +189,7 @@ class FlakyReader(PseudoFileReader):
     """Fails reads of paths containing `needle` with `error`, optionally running `hook` first."""
 
     def __init__(self, needle: str, error: OSError | None, hook: Callable[[], None] | None = None) -> None:
-        super().__init__()
+        super().__init__(compiled=False)  # sees every read: no C reader
         self.needle, self.error, self.hook = needle, error, hook
 
     def read(self, path: str) -> bytes:
@@ -334,7 +335,7 @@ class CountingReader(PseudoFileReader):
     """Counts reads per file name (the last path component)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(compiled=False)  # sees every read: no C reader
         self.reads: dict[str, int] = {}
 
     def read(self, path: str) -> bytes:
@@ -480,35 +481,20 @@ def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:
 class OneByOneReader(PseudoFileReader):
     """Never reads a batch: the collector reads every cgroup on its own (the path a failed batch takes)."""
 
+    def __init__(self) -> None:
+        super().__init__(compiled=False)
+
     def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
         return None
 
 
-class BatchCountingReader(PseudoFileReader):
-    """Counts the paths read one by one (`read`) and the batches."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.single: list[str] = []
-        self.batches = 0
-
-    def read(self, path: str) -> bytes:
-        self.single.append(path)
-        return super().read(path)
-
-    def read_many(self, paths: list[str], kind: str = "") -> list[bytes] | None:
-        self.batches += 1
-        return super().read_many(paths, kind)
-
-
+@pytest.mark.parametrize("compiled", [True, False], ids=["C reader", "Python"])
 @pytest.mark.parametrize(("version", "driver"), COMBOS, ids=IDS)
 def test_batch_reads_give_the_values_of_one_by_one_reads(
-    tmp_path: Path, version: CgroupVersion, driver: CgroupDriver
+    tmp_path: Path, version: CgroupVersion, driver: CgroupDriver, compiled: bool
 ) -> None:
     """Bit for bit, over cycles that hold containers and PSI, with cgroups without CFS stats or quota, a PSI
-    file without a `full` line, and sums beyond float precision."""
-    import numpy as np
-
+    file without a `full` line, and sums beyond float precision; batches read by the C reader and in Python."""
     tree = FakeCgroupTree(tmp_path, version, driver, psi=True)
     pods = [make_pod(i, qos, containers=2) for i, qos in enumerate(QoSClass)]
     for i, pod in enumerate(pods):
@@ -523,7 +509,7 @@ def test_batch_reads_give_the_values_of_one_by_one_reads(
     def build(reader: PseudoFileReader) -> CgroupCollector:
         return collector(tree, lambda: pods, psi=PsiScope.ALL, reader=reader, container_interval=3.0)
 
-    reader = BatchCountingReader()
+    reader = BatchCountingReader(compiled)
     batched, one_by_one = build(reader), build(OneByOneReader())
     for now in range(7):
         for n, pod in enumerate(pods):  # every counter moves, so a held value differs from a read one
@@ -536,6 +522,7 @@ def test_batch_reads_give_the_values_of_one_by_one_reads(
             reader.single.clear()  # the first cycle opens the files (through `read`)
     assert batched.errors.by_reason == one_by_one.errors.by_reason == {}
     assert reader.single == [] and reader.batches >= 7
+    assert (reader.compiled_batches >= 6 * 3) == compiled  # cpu.stat, memory.stat and memory usage, from cycle 2
 
 
 def test_a_failing_cgroup_is_read_alone_and_the_others_stay_batched(tmp_path: Path) -> None:
