@@ -7,11 +7,12 @@ holds the sandbox/pause container, so it is not the sum of the containers).
 Cost matters (target <= 1 % of a core at 1 s with 300 pods x 3 containers): paths, series keys and the block layout (one
 slot per series, see `agent.series.SampleBlock`) are computed once per pod-list change, and what a cycle reads
 (`_Plan`: the files by kind, the slots they go to) once per phase of the stagger while no target changes state.
-A cycle then reads each kind of file of all its cgroups in one comprehension over kept-open fds, parses each kind
-as one batch (a regex match per file, the numbers converted together) and writes the slots with array
-operations: no Python call, object or exception frame per file. A batch with a failed read or a file not in
-the kernel's usual layout is read again one cgroup at a time, which counts and names what went wrong; a cgroup
-whose read had errors is read alone until it reads cleanly, so it does not hold the others back. On v1, where
+A cycle then hands each kind of file of all its cgroups to the C reader in one call (`PseudoFileReader.read_keyed`:
+read through kept-open fds, the wanted keys picked into int64 rows) and writes the slots with array operations: no
+Python object per file. Where the C reader is not built or refuses a file, that kind is read in one comprehension
+and parsed as one batch (a regex match per file, the numbers converted together). A batch with a failed read or a
+file not in the kernel's usual layout is read again one cgroup at a time, which counts and names what went wrong;
+a cgroup whose read had errors is read alone until it reads cleanly, so it does not hold the others back. On v1, where
 CPU usage comes from cpuacct.usage, cpu.stat (CFS throttling only) is not read for cgroups without a CFS
 quota (`cpu.cfs_quota_us` -1, re-checked every QUOTA_RECHECK_SECONDS): no quota, no throttling series.
 
