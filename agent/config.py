@@ -63,6 +63,7 @@ def _bytes(value: Any) -> Any:
 
 
 Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0)]
+SecondsOrZero = Annotated[float, BeforeValidator(_seconds), Field(ge=0)]
 SecondsList = Annotated[list[Annotated[float, BeforeValidator(_seconds), Field(gt=0)]], BeforeValidator(_list)]
 Bytes = Annotated[int, BeforeValidator(_bytes), Field(ge=0)]
 
@@ -111,10 +112,10 @@ class AgentSettings(BaseModel):
         description="cgroups with PSI series (pods: pod cgroups, read every 2 s; all: containers too); off by default "
         "as koordlet's PSICollector feature gate: 3 more files a pod (the node's PSI is always read)",
     )
-    container_interval_seconds: Seconds = Field(
-        5.0,
-        description="seconds between reads of container cgroups, exported raw only (pods: every cycle); the "
-        "collect interval reads every cycle",
+    container_interval_seconds: SecondsOrZero = Field(
+        0.0,
+        description="seconds between reads of container cgroups in the collect cycle; 0: when /metrics is "
+        "scraped, at most once a cycle (their series are exported raw only; pods are read every cycle)",
     )
 
     # --- publishing
@@ -211,8 +212,10 @@ class AgentSettings(BaseModel):
     def _orderings(self) -> AgentSettings:
         if self.retry_max_seconds < self.retry_initial_seconds:
             raise ValueError("retry_max_seconds must not be below retry_initial_seconds")
-        if self.container_interval_seconds < self.collect_interval_seconds:
-            raise ValueError("container_interval_seconds must not be below collect_interval_seconds")
+        if 0 < self.container_interval_seconds < self.collect_interval_seconds:
+            raise ValueError(
+                "container_interval_seconds must be 0 (when scraped) or not below collect_interval_seconds"
+            )
         return self
 
     @property

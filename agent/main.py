@@ -139,6 +139,7 @@ class NodeAgent:
                 health=self._healthy,
                 ready=self._ready,
                 raw=pipeline.render_raw,
+                read_on_scrape=pipeline.read_on_scrape,
                 status=self._status_view,
             )
             await self.exporter.start()

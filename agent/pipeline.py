@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agent.collectors.base import Collector
+from agent.collectors.base import Collector, ReadsOnScrape
 from agent.collectors.registry import CollectorContext, close_collectors
 from agent.exporter import ExportInput, NodeSelfState, render_raw
 from agent.report import Aggregates, NodeReporter, PodIdentity, ReportPolicy, build_status, current_devices
@@ -97,6 +97,8 @@ class NodePipeline:
         self.publisher: NodeMetricPublisher | None = None
         self.last_aggregation_seconds = 0.0
         self._raw: tuple[int, bytes] | None = None  # (cycle, rendered raw series) for scrapes within one cycle
+        self._on_scrape = [c for c in self.collectors if isinstance(c, ReadsOnScrape)]
+        self._read_on_scrape_at = -1  # the cycle after which they were last read
 
     @classmethod
     def from_settings(
@@ -180,6 +182,25 @@ class NodePipeline:
 
     def export_input(self, agg: Aggregates | None, *, node_label: str = "") -> ExportInput:
         return ExportInput(raw=list(self.sampler.last_samples), aggregates=agg, pods=dict(self.pods()), node=node_label)
+
+    def read_on_scrape(self) -> None:
+        """Before a scrape renders the raw series (on the loop, as a cycle): the series read only for scrapes
+        (containers, by default) are read now, at most once per cycle."""
+        cycle = self.sampler.cycles
+        if self._read_on_scrape_at == cycle or not cycle:
+            return
+        self._read_on_scrape_at = cycle
+        now = time.monotonic()
+        for collector in self._on_scrape:
+            try:
+                block = collector.read_on_scrape(now)
+            except Exception as exc:  # the scrape serves the last cycle's values instead
+                self.sampler.stats[collector.name].failures += 1
+                log.warning("node %s: %s: reading at scrape time failed: %s", self.node_name, collector.name, exc)
+                continue
+            if block is not None:
+                self.sampler.replace_block(collector, block)
+                self._raw = None
 
     def render_raw(self, *, node_label: str = "") -> bytes:
         """The raw series of the last collect cycle (/metrics), rendered at most once per cycle."""

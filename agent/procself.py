@@ -79,7 +79,7 @@ def render_process(proc: str = "/proc") -> str:
             [], (float(parts[11]) + float(parts[12])) / _TICKS
         )
     try:
-        open_fds = len(os.listdir(f"{proc}/self/fd"))
+        open_fds = _open_fds(proc)
         with open(f"{proc}/self/limits", "rb") as f:
             max_fds = next(float(line.split()[3]) for line in f if line.startswith(b"Max open file"))
     except (OSError, StopIteration, ValueError, IndexError):
@@ -88,3 +88,11 @@ def render_process(proc: str = "/proc") -> str:
         families.get("process_open_fds", "gauge", "Number of open file descriptors.").add([], float(open_fds))
         families.get("process_max_fds", "gauge", "Maximum number of open file descriptors.").add([], max_fds)
     return families.render()
+
+
+def _open_fds(proc: str) -> int:
+    """Open file descriptors. Since Linux 6.2 the size of /proc/self/fd is their count: one stat, where listing
+    it (prometheus_client's way) builds a name for each of the agent's ~3,600 kept cgroup fds at 300 pods."""
+    size = os.stat(f"{proc}/self/fd").st_size
+    return size if size > 0 else len(os.listdir(f"{proc}/self/fd"))
+

@@ -169,6 +169,15 @@ class Sampler:
     def cycles(self) -> int:
         return self._cycles
 
+    def replace_block(self, collector: Collector, block: SampleBlock) -> None:
+        """Put a fresher block of `collector` in place of its last cycle's (read at scrape time); the last cycle is
+        replaced as a whole, as a cycle does, for readers on other threads."""
+        position = self.collectors.index(collector)
+        if position < len(self.last_samples):
+            samples = list(self.last_samples)
+            samples[position] = block
+            self.last_samples = samples
+
     @property
     def latest(self) -> dict[SeriesKey, float]:
         """Raw values (gauges and cumulative counters) of the last cycle, for export. Built on demand: a

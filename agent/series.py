@@ -42,7 +42,7 @@ class Sample(NamedTuple):
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class BlockLayout:
     """The fixed series of a `SampleBlock`: one slot per series, the same object for as long as the collector's
     set of series is unchanged, so the sampler can plan per layout instead of per sample."""

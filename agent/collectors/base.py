@@ -116,6 +116,14 @@ class Collector(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class ReadsOnScrape(Protocol):
+    """A collector with series only a scrape reads (the cgroup collector's containers, by default): `read_on_scrape`
+    reads them now and returns the last cycle's block with them, or None when there is nothing to read."""
+
+    def read_on_scrape(self, now: float) -> SampleBlock | None: ...
+
+
 EMPTY_BLOCK_LAYOUT = BlockLayout((), (), ())
 
 

@@ -30,7 +30,7 @@ class CollectorContext:
     pods: Callable[[], Sequence[PodRef]] = field(default=_no_pods)
     psi: PsiScope = PsiScope.OFF  # as the agent's default (`AgentSettings.psi`)
     interval: float = 1.0  # collect interval: rate collectors drop samples taken after a stall of 3 intervals
-    container_interval: float | None = None  # None: every cycle
+    container_interval: float | None = None  # None: every cycle; 0: when scraped (`ReadsOnScrape`)
     netlink: bool = False  # netdev's link inventory from netlink (pyroute2) rather than sysfs
 
 

@@ -38,6 +38,22 @@ def index(samples: Sequence[Sample]) -> dict[SeriesKey, Sample]:
     return out
 
 
+def write_everywhere(tree: FakeCgroupTree, pods: Sequence[PodRef], values: CgroupValues) -> None:
+    """`values` in every pod and container cgroup of `pods`."""
+    for pod in pods:
+        tree.write(tree.pod_rel(pod), values)
+        for ref in pod.containers:
+            tree.write(tree.container_rel(pod, ref), values)
+
+
+def cpu_of(got: dict[SeriesKey, Sample], uid: str, name: str) -> float:
+    return got[SeriesKey(CPU_USAGE_SECONDS, uid, name)].value
+
+
+def anon_of(got: dict[SeriesKey, Sample], uid: str, name: str) -> float:
+    return got[SeriesKey(MEMORY_ANON_USAGE_BYTES, uid, name)].value
+
+
 def three_tier_pods() -> list[PodRef]:
     return [make_pod(1, QoSClass.GUARANTEED), make_pod(2, QoSClass.BURSTABLE), make_pod(3, QoSClass.BEST_EFFORT)]
 
@@ -435,12 +451,8 @@ def test_containers_and_psi_are_held_between_staggered_reads(tmp_path: Path) -> 
     new = CgroupValues(
         cpu_ns=9_000_000_000, inactive_anon=50 * MiB, psi={r: Psi(some_avg10=7.0) for r in ["cpu", "memory", "io"]}
     )
-    for pod in pods:
-        tree.write(tree.pod_rel(pod), new)
-        for ref in pod.containers:
-            tree.write(tree.container_rel(pod, ref), new)
-    cpu = lambda got, uid, name: got[SeriesKey(CPU_USAGE_SECONDS, uid, name)].value  # noqa: E731
-    anon = lambda got, uid, name: got[SeriesKey(MEMORY_ANON_USAGE_BYTES, uid, name)].value  # noqa: E731
+    write_everywhere(tree, pods, new)
+    cpu, anon = cpu_of, anon_of
     psi = lambda got, uid, name: got[SeriesKey("pressure_cpu_some_avg10_ratio", uid, name)].value  # noqa: E731
     refreshed: list[set[tuple[str, str]]] = []
     refreshed_psi: list[set[tuple[str, str]]] = []
@@ -460,6 +472,46 @@ def test_containers_and_psi_are_held_between_staggered_reads(tmp_path: Path) -> 
     assert 0 < len(refreshed[0]) < len(containers)  # staggered: a share per cycle ...
     assert refreshed[0] < refreshed[1] < refreshed[2] == containers  # ... all within 3
     assert len(refreshed_psi[1]) == len(pods)  # pod PSI within 2 cycles
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_containers_read_when_scraped(tmp_path: Path, version: CgroupVersion) -> None:
+    """container_interval=0 (the agent's default): a container is read once when found, then only by
+    `read_on_scrape`, whose values the cycles after it hold; pods are read every cycle. A container that fails
+    at scrape time costs its own series only, counted."""
+    tree = FakeCgroupTree(tmp_path, version, SYSTEMD if version is V2 else CGROUPFS)
+    pods = [make_pod(n, QoSClass.BURSTABLE, containers=2) for n in (1, 2)]
+    old, new = CgroupValues(), CgroupValues(cpu_ns=9_000_000_000, inactive_anon=50 * MiB)
+    for pod in pods:
+        tree.add_pod(pod, old, dict.fromkeys((r.name for r in pod.containers), old))
+    c = collector(tree, lambda: pods, interval=1.0, container_interval=0)
+    assert c.read_on_scrape(0.0) is None  # no cycle yet
+    first = index(c.collect(0.0))
+    write_everywhere(tree, pods, new)
+    cpu, anon = cpu_of, anon_of
+    containers = [(p.uid, r.name) for p in pods for r in p.containers]
+    for t in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0):
+        got = index(c.collect(t))
+        assert got.keys() == first.keys() and all(cpu(got, p.uid, "") == 9.0 for p in pods)  # pods: every cycle
+        assert all(cpu(got, u, n) == old.cpu_ns / 1e9 for u, n in containers)  # containers: held
+    scraped = c.read_on_scrape(6.5)
+    assert scraped is not None
+    got = index(scraped)
+    assert got.keys() == first.keys() and c.errors.total == 0
+    assert all(cpu(got, u, n) == 9.0 and anon(got, u, n) == new.anon_usage for u, n in containers)
+    assert all(cpu(got, p.uid, "") == 9.0 for p in pods)
+    assert all(cpu(index(c.collect(7.0)), u, n) == 9.0 for u, n in containers)  # the next cycle holds them
+    broken = pods[0].containers[0]
+    (tree.path("memory", tree.container_rel(pods[0], broken)) / "memory.stat").write_text("garbage\n")
+    tree.write(tree.container_rel(pods[1], pods[1].containers[0]), old)
+    scraped = c.read_on_scrape(7.5)
+    assert scraped is not None
+    got = index(scraped)
+    assert c.errors.total > 0
+    assert SeriesKey(MEMORY_ANON_USAGE_BYTES, pods[0].uid, broken.name) not in got  # its memory only
+    assert cpu(got, pods[0].uid, broken.name) == 9.0
+    assert cpu(got, pods[1].uid, pods[1].containers[0].name) == old.cpu_ns / 1e9  # the others read as usual
+    assert c.read_on_scrape(8.0) is not None and collector(tree, lambda: pods).read_on_scrape(8.0) is None
 
 
 def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:

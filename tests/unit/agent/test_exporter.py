@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -12,17 +14,20 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent.collectors.base import SeriesErrors
 from agent.exporter import (
+    QUANTILE_LABELS,
     AgentTimings,
     Exporter,
     ExportInput,
     Family,
     NodeSelfState,
     raw_name,
+    render_raw,
     render_self,
     render_series,
+    render_windows,
     window_names,
 )
-from agent.report import PodIdentity, ReportPolicy, aggregate
+from agent.report import PodIdentity, ReportPolicy, aggregate, wants_window_quantiles
 from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_PERIODS,
@@ -90,9 +95,20 @@ class Clock:
         return self.t
 
 
-def sampled(cycles: int = 12) -> tuple[Sampler, ExportInput]:
+class Varying(Counting):
+    """As `Counting`, with the node's and the pod's memory different every cycle (percentiles that differ)."""
+
+    def collect(self, now: float) -> SampleBlock:
+        block = super().collect(now)
+        values = block.array().copy()
+        values[2] = 1000.0 * self.n**2  # node memory usage
+        values[7] = 4096.0 * (self.n % 5)  # the pod's anonymous memory
+        return SampleBlock(block.layout, values)
+
+
+def sampled(cycles: int = 12, collector: Counting | None = None) -> tuple[Sampler, ExportInput]:
     clock = Clock()
-    sampler = Sampler([Counting()], interval=1.0, windows=(10.0,), clock=clock)
+    sampler = Sampler([collector or Counting()], interval=1.0, windows=(10.0,), clock=clock)
 
     async def run() -> None:
         for _ in range(cycles):
@@ -177,6 +193,50 @@ def test_series_of_unknown_pods_are_not_exported() -> None:
     text = render_series([ExportInput(inp.raw, inp.aggregates, pods={})]).decode()
     assert "loadline_container_" not in text and "loadline_pod_" not in text
     assert "loadline_node_cpu_usage_seconds_total" in text
+
+
+def test_a_block_renders_as_its_samples_while_values_and_pods_change() -> None:
+    """A block renders through a plan kept per layout and node; it must give the lines its samples give one by
+    one, as slots empty and fill, and as its pods are renamed, forgotten and known again."""
+    block = Counting().collect(0.0)
+    layout, full = block.layout, block.array()
+    renamed = {UID: PodIdentity(UID, "shop", "web-2", "koord-prod", "LS")}
+    known = {UID: PodIdentity(UID, "shop", "web-1", "koord-prod", "LS")}
+    holes = full.copy()
+    holes[[0, 4, 7]] = float("nan")
+    cases = [(full, known, ""), (holes, known, ""), (full, renamed, ""), (holes, {}, ""), (full, known, "n1"),
+             (full, known, "")]  # fmt: skip
+    for values, pods, node in cases:
+        as_block = SampleBlock(layout, values)
+        one_by_one = list(as_block.samples())
+        got = render_raw([ExportInput([as_block], None, pods, node)]).decode().splitlines()
+        want = render_raw([ExportInput([one_by_one], None, pods, node)]).decode().splitlines()
+        assert sorted(got) == sorted(want) and len(got) > 6
+    assert not any('pod="web-1"' in line for line in render_raw([ExportInput([block], None, renamed)]).decode())
+
+
+def test_window_lines_are_the_aggregates_values() -> None:
+    """Every window line is `Aggregates.window`'s value for its series, window and statistic, and nothing more."""
+    _, inp = sampled(collector=Varying())
+    agg = inp.aggregates
+    assert agg is not None
+    got = {
+        (f.name, s.labels.get("pod", ""), s.labels["window"], s.labels.get("quantile", "avg")): s.value
+        for f in text_string_to_metric_families(render_windows([inp]).decode())
+        for s in f.samples
+    }
+    want = {}
+    for key in agg.rows:
+        if not isinstance(key, SeriesKey) or not wants_window_quantiles(key):
+            continue
+        quantile_name, avg_name = window_names(key)
+        pod = inp.pods[key.pod].name if key.pod else ""
+        for duration, text in ((4.0, "4s"), (10.0, "10s")):
+            for stat, value in (agg.window(key, duration) or {}).items():
+                name, q = (avg_name, "avg") if stat == "avg" else (quantile_name, QUANTILE_LABELS[stat])
+                want[(name, pod, text, q)] = value
+    assert got == want and len(want) > 20
+    assert len({v for (name, _, _, q), v in want.items() if name.startswith("loadline_node_memory") and q != "avg"}) > 2
 
 
 def test_node_label_when_one_process_exports_many_nodes() -> None:
@@ -290,3 +350,26 @@ def test_own_process_series_are_prometheus_clients_default_ones() -> None:
         (ours_value,) = (v for k, v in ours.items() if k[0] == key)
         (theirs_value,) = (v for k, v in defaults.items() if k[0] == key)
         assert abs(ours_value - theirs_value) <= 0.01 * abs(theirs_value), key
+
+
+def test_open_fds_counts_every_descriptor_the_process_holds(tmp_path: Path) -> None:
+    """process_open_fds comes from one stat of /proc/self/fd (its size is the count since Linux 6.2): the same
+    count as listing it, less the fd the listing itself opens, and it follows fds opened and closed."""
+    from agent.procself import render_process
+
+    def open_fds() -> float:
+        (value,) = (
+            s.value for f in text_string_to_metric_families(render_process()) for s in f.samples
+            if f.name == "process_open_fds"
+        )  # fmt: skip
+        return value
+
+    before = open_fds()
+    assert before == len(os.listdir("/proc/self/fd")) - 1
+    held = [os.open(tmp_path, os.O_RDONLY) for _ in range(25)]
+    try:
+        assert open_fds() == before + 25
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert open_fds() == before

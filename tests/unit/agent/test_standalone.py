@@ -87,6 +87,15 @@ def test_standalone_serves_fresh_metrics_health_and_the_nodemetric_without_an_ap
                 while value_of(await scrape(), "loadline_node_memory_usage_bytes") != 7 * 1024**3:
                     assert time.monotonic() - changed_at < 2 * INTERVAL + 0.3, "raw series not fresh"
                     await asyncio.sleep(0.02)
+                # A container's series are read when scraped (the default), at most once a cycle: as fresh.
+                container = pod.containers[0]
+                tree.write(tree.container_rel(pod, container), CgroupValues(inactive_anon=70 * 1024**2))
+                changed_at = time.monotonic()
+                named = container.container_id.partition("://")[2][:12]  # named by its ID in the cgroup tree
+                anon = f'loadline_container_memory_anon_usage_bytes{{namespace="",pod="{pod.uid}",container="{named}"}}'
+                while value_of(await scrape(), anon) != CgroupValues(inactive_anon=70 * 1024**2).anon_usage:
+                    assert time.monotonic() - changed_at < 2 * INTERVAL + 0.3, "container series not fresh"
+                    await asyncio.sleep(0.02)
                 async with session.get(f"{base}/healthz") as response:
                     assert response.status == 200
                 async with session.get(f"{base}/nodemetric") as response:
