@@ -14,7 +14,9 @@
    their reads counted in) and reading containers every cycle.
    --real adds the same pod shapes as empty cgroups in this machine's v1 hierarchy (kernfs generates
    memory.stat for real; removed afterwards).
-3. RSS of this process after the largest run.
+3. The steady state in-process (--rss-pods, alone with --rss-only): a ring filled through the real sampler as the
+   agent fills it, then one aggregation of every (full) window and the window series' render, as the agent does
+   every 15 s; and RSS of that process.
 4. --daemon: the real `loadline agent --standalone` process with every default over fixture pod trees: CPU
    share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`; then the import floor (RSS of
    a fresh interpreter after `import agent.main` alone). RSS is anonymous memory (the process's own) plus file
@@ -22,6 +24,10 @@
    code had an import floor of 51.7 MiB from one venv and 59.1 MiB from a freshly installed one, all of it file pages).
    --variant and --against add agents (other args, another source tree) started and measured together with it,
    over the same window: each line then says its CPU as a multiple of the defaults'.
+   The steady state needs --warmup 1920: a window has no percentiles (none computed, none rendered) until half of
+   it is covered (5m after 150 s, 10m after 300 s, 30m after 900 s), and the 30m window sorts its whole length only
+   once the ring is full (31.5 min). A shorter warm-up measures a cheaper, younger agent (at 300 pods
+   986467b used 1.19 % of a core over 120 s after 20 s and 1.79 % over 150 s after 900 s).
 Targets (issue 14, default intervals): <= 1 % of one core at 300 pods x 3, <= 60 MB RSS at 100 pods x 3.
 """
 
@@ -59,6 +65,7 @@ from agent.store import SampleRing, build_report
 from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
 
 WINDOWS = (300.0, 600.0, 1800.0)
+FULL_RING_SECONDS = 1890  # the agent's ring holds the longest window + 5 %: every window full and warm after it
 PSI = AgentSettings.model_fields["psi"].default  # cgroup PSI as the agent's default (off, as koordlet's)
 METRICS = (
     "cpu_usage_cores",
@@ -218,27 +225,49 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
                         )
 
 
-def bench_rss(pods: int) -> None:
-    """Ring sized for 30 min at 1 s, filled for `pods` x 3 containers through the real sampler path."""
+def bench_full_ring(pods: int, repeat: int = 5) -> None:
+    """The agent's steady state in this process: `pods` x 3 containers (v2, systemd) sampled as the agent does
+    (containers stored raw only and read when scraped, here every 15 cycles) until the ring is full; then what the
+    aggregation loop does every `--aggregation-interval-seconds` (15 s): one aggregation with the agent's default
+    policy (5m/10m/30m windows, every window full) and the window series' render (median of `repeat`), and RSS."""
+    from agent.exporter import ExportInput, render_windows
+    from agent.report import PodIdentity, ReportPolicy, aggregate
+
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
         refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
         tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
         for p in refs:
             tree.add_pod(p)
         clock = StepClock()
-        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=5.0, psi=PSI)
-        sampler = Sampler([NodeCollector("/proc"), cg], interval=1.0, windows=WINDOWS, clock=clock)
+        policy = ReportPolicy()
+        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=0, psi=PSI)
+        sampler = Sampler(
+            [NodeCollector("/proc"), cg], windows=(policy.retention_seconds,), clock=clock, store_containers=False
+        )
         loop = asyncio.new_event_loop()
-        for _ in range(sampler.ring.slots + 5):
+        for n in range(sampler.ring.slots + 5):
             loop.run_until_complete(sampler.cycle())
+            if n % 15 == 0:
+                cg.read_on_scrape(clock.t)
             clock.t += 1.0
-        report = build_report(sampler.ring, clock.t - 1.0, WINDOWS, wants_quantiles=wants_quantiles)
+        now = clock.t - 1.0
+        infos = {p.uid: PodIdentity(p.uid, p.namespace, p.name, "", "LS") for p in refs}
+        aggregations, renders = [], []
+        for _ in range(repeat):
+            started = time.process_time()
+            agg = aggregate(sampler.ring, now, policy)
+            aggregations.append(time.process_time() - started)
+            started = time.process_time()
+            body = render_windows([ExportInput([], agg, infos)])
+            renders.append(time.process_time() - started)
+        a_ms, r_ms = statistics.median(aggregations) * 1e3, statistics.median(renders) * 1e3
         rss = psutil.Process().memory_info().rss
         print(
-            f"RSS with {pods} pods x 3 containers, ring full ({len(sampler.ring)} series, "
-            f"{sampler.ring.nbytes() / 2**20:.1f} MiB ring) after a report: {rss / 2**20:.1f} MiB"
+            f"ring full, {pods} pods x 3 containers ({len(sampler.ring)} stored series, {sampler.ring.slots} slots, "
+            f"{sampler.ring.nbytes() / 2**20:.1f} MiB): one aggregation {a_ms:.1f} ms CPU, window render {r_ms:.1f} ms "
+            f"({len(body) / 1024:.0f} KiB); every 15 s: {(a_ms + r_ms) / 150:.2f} % of a core. "
+            f"RSS {rss / 2**20:.1f} MiB"
         )
-        del report
         loop.close()
         cg.close()
 
@@ -263,6 +292,12 @@ def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float, 
     import os
     import re
     import urllib.request
+
+    if warmup < FULL_RING_SECONDS:
+        print(
+            f"note: --warmup {warmup:g} < {FULL_RING_SECONDS} s: the windows are not all full yet (aggregation and "
+            "window rendering cost less than in the steady state)"
+        )
 
     with ExitStack() as stack:
         agents: list[tuple[DaemonRun, subprocess.Popen[str], int]] = []
@@ -364,14 +399,21 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=40)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--real", action="store_true", help="also measure on empty cgroups in the real v1 hierarchy")
-    ap.add_argument("--rss-pods", type=int, default=100)
-    ap.add_argument("--rss-only", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--rss-pods", type=int, default=100, help="pods of the full-ring run (3.)")
+    ap.add_argument(
+        "--rss-only", action="store_true", help="only the full-ring run (3.): the steady state's aggregation in-process"
+    )
     ap.add_argument(
         "--daemon",
         metavar="PODS",
         help="measure the real standalone agent process instead, at these pod counts (e.g. 100,300)",
     )
-    ap.add_argument("--warmup", type=float, default=30.0, help="--daemon: seconds before measuring")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=30.0,
+        help="--daemon: seconds before measuring (1920 for the steady state: every window full)",
+    )
     ap.add_argument("--measure", type=float, default=120.0, help="--daemon: seconds measured")
     ap.add_argument("--scrape-every", type=float, default=15.0, help="--daemon: seconds between /metrics scrapes")
     ap.add_argument(
@@ -398,7 +440,7 @@ def main() -> None:
         import_floor()
         return
     if args.rss_only:
-        bench_rss(args.rss_pods)
+        bench_full_ring(args.rss_pods)
         return
     counts = [int(x) for x in args.pods.split(",")]
     bench_aggregation(max(counts), args.repeat)
