@@ -24,7 +24,8 @@ Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for
   (with a cluster: reflector metrics, and its own `process_*`, `python_*` instead).
 
 Raw series are as of the last collect cycle: a scrape renders them (in a worker thread, at most once per
-cycle) from the sampler's last cycle, which is replaced as a whole each cycle. Window aggregates are rendered
+cycle) from the sampler's last cycle, which is replaced as a whole each cycle. What only a scrape reads (the
+containers' cgroups, by default) the scrape reads first, on the loop (`read_on_scrape`). Window aggregates are rendered
 to bytes on the aggregation cadence in a worker thread from data detached from the store; a scrape only
 concatenates those with the raw series and the few self-metric lines, so it never blocks sampling, and no
 percentile is ever computed inside a scrape.
