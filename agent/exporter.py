@@ -126,6 +126,11 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
+def _joined(labels: Sequence[tuple[str, str]]) -> str:
+    """Labels as exposition text, without the braces: `k="v",k="v"`."""
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+
+
 @dataclass
 class Family:
     name: str
@@ -136,7 +141,7 @@ class Family:
     def add(self, labels: Sequence[tuple[str, str]], value: float, name: str | None = None) -> None:
         if not math.isfinite(value):
             return
-        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        text = _joined(labels)
         self.lines.append(
             f"{name or self.name}{{{text}}} {float(value)!r}" if text else f"{name or self.name} {float(value)!r}"
         )
@@ -178,11 +183,26 @@ class ExportInput:
     node: str = ""  # label value when one process exports several nodes (`--simulate`)
 
 
-def _pod_labels(pods: Mapping[str, PodIdentity], key: SeriesKey) -> list[tuple[str, str]] | None:
-    info = pods.get(key.pod)
-    if info is None:
-        return None  # a pod we no longer know: its series are about to expire
-    return [("namespace", info.namespace), ("pod", info.name)]
+Identity = tuple[str, str]  # a pod's (namespace, name), its series' labels
+NO_POD: Identity = ("", "")  # node, system and device series
+
+
+def _identity(pods: Mapping[str, PodIdentity], uid: str) -> Identity | None:
+    """The labels of pod `uid`'s series; None for a pod we no longer know (its series are about to expire)."""
+    info = pods.get(uid)
+    return None if info is None else (info.namespace, info.name)
+
+
+def _label_text(key: SeriesKey, node: str, pod: Identity, *, container: bool) -> str:
+    """A series' labels as exposition text (`k="v",...`): node, namespace and pod, container (raw series), device."""
+    labels = [("node", node)] if node else []
+    if key.pod:
+        labels += [("namespace", pod[0]), ("pod", pod[1])]
+        if container:
+            labels.append(("container", key.container))
+    if key.device:
+        labels.append(("device", key.device))
+    return _joined(labels)
 
 
 def render_series(inputs: Iterable[ExportInput]) -> bytes:
@@ -210,28 +230,28 @@ def render_windows(inputs: Iterable[ExportInput]) -> bytes:
     return families.render().encode()
 
 
-# The text before the value of a raw series' line, by (key, kind, node label, pod namespace, pod name): the
-# labels of a series change only with its pod's identity. Bounded: cleared when pod churn has filled it.
-_RAW_LINES: dict[tuple[SeriesKey, bool, str, str, str], tuple[str, str, str]] = {}
+# (family name, type, help, the text before the value) of a raw series' line, by (key, kind, node label, pod
+# identity): the labels of a series change only with its pod's identity. Bounded: cleared when pod churn filled it.
+_RawLine = tuple[str, str, str, str]
+_RAW_LINES: dict[tuple[SeriesKey, bool, str, Identity], _RawLine] = {}
 _MAX_RAW_LINES = 200_000
 
 
-def _raw_line(key: SeriesKey, kind: Kind, node: str, namespace: str, pod: str) -> tuple[str, str, str]:
-    """(family name, family type, line up to the value) of one raw series."""
-    cache_key = (key, kind is Kind.COUNTER, node, namespace, pod)  # an enum hashes in Python: slow
+def _raw_line(key: SeriesKey, kind: Kind, node: str, pod: Identity) -> _RawLine:
+    cache_key = (key, kind is Kind.COUNTER, node, pod)  # an enum hashes in Python: slow
     entry = _RAW_LINES.get(cache_key)
     if entry is not None:
         return entry
     if len(_RAW_LINES) > _MAX_RAW_LINES:
         _RAW_LINES.clear()
-    labels = [("node", node)] if node else []
-    if key.pod:
-        labels += [("namespace", namespace), ("pod", pod), ("container", key.container)]
-    if key.device:
-        labels.append(("device", key.device))
     name = raw_name(key, kind)
-    text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-    entry = name, "counter" if kind is Kind.COUNTER else "gauge", f"{name}{{{text}}} " if text else f"{name} "
+    text = _label_text(key, node, pod, container=True)
+    entry = (
+        name,
+        "counter" if kind is Kind.COUNTER else "gauge",
+        HELP.get(name[len(PREFIX) :], f"Loadline agent series {key.metric}."),
+        f"{name}{{{text}}} " if text else f"{name} ",
+    )
     _RAW_LINES[cache_key] = entry
     return entry
 
@@ -242,25 +262,23 @@ class _RawPlan:
     their lines up to the value. A scrape then costs one array gather and one string join per family instead of
     a dozen Python steps per value (~11,000 values at 300 pods x 3 containers)."""
 
-    pods: tuple[tuple[str, tuple[str, str] | None], ...]  # (uid, (namespace, name) or None) it was built with
+    pods: tuple[tuple[str, Identity | None], ...]  # (uid, its identity or None) as it was built
     families: tuple[tuple[str, str, str, npt.NDArray[np.intp], tuple[str, ...]], ...]  # name, type, help, ...
 
     @classmethod
     def build(cls, layout: BlockLayout, node: str, pods: Mapping[str, PodIdentity]) -> _RawPlan:
-        seen: dict[str, tuple[str, str] | None] = {}
+        seen: dict[str, Identity | None] = {}
         by_family: dict[str, tuple[str, str, list[int], list[str]]] = {}
         for slot, (key, kind) in enumerate(zip(layout.keys, layout.kinds, strict=True)):
-            namespace = name = ""
+            pod = NO_POD
             if key.pod:
-                info = pods.get(key.pod)
-                seen[key.pod] = None if info is None else (info.namespace, info.name)
-                if info is None:
-                    continue  # a pod we no longer know: its series are about to expire
-                namespace, name = info.namespace, info.name
-            family, type_, prefix = _raw_line(key, kind, node, namespace, name)
+                found = seen[key.pod] = _identity(pods, key.pod)
+                if found is None:
+                    continue
+                pod = found
+            family, type_, help_text, prefix = _raw_line(key, kind, node, pod)
             entry = by_family.get(family)
             if entry is None:
-                help_text = HELP.get(family[len(PREFIX) :], f"Loadline agent series {key.metric}.")
                 entry = by_family[family] = (type_, help_text, [], [])
             entry[2].append(slot)
             entry[3].append(prefix)
@@ -273,11 +291,7 @@ class _RawPlan:
         )
 
     def holds_for(self, pods: Mapping[str, PodIdentity]) -> bool:
-        for uid, expected in self.pods:
-            info = pods.get(uid)
-            if (None if info is None else (info.namespace, info.name)) != expected:
-                return False
-        return True
+        return all(_identity(pods, uid) == identity for uid, identity in self.pods)
 
 
 # Per layout (weakly: a layout lives as long as its collector's set of series) and node label.
@@ -310,15 +324,9 @@ def _add_raw(families: Families, inp: ExportInput) -> None:
                     lines.extend([prefixes[i] + repr(v) for i, v in zip(where, picked[where].tolist(), strict=True)])
             continue
         for sample in samples:
-            namespace = name = ""
-            if sample.key.pod:
-                info = pods.get(sample.key.pod)
-                if info is None:
-                    continue
-                namespace, name = info.namespace, info.name
-            if math.isfinite(sample.value):
-                family, type_, prefix = _raw_line(sample.key, sample.kind, node, namespace, name)
-                help_text = HELP.get(family[len(PREFIX) :], f"Loadline agent series {sample.key.metric}.")
+            pod = _identity(pods, sample.key.pod) if sample.key.pod else NO_POD
+            if pod is not None and math.isfinite(sample.value):
+                family, type_, help_text, prefix = _raw_line(sample.key, sample.kind, node, pod)
                 families.get(family, type_, help_text).lines.append(f"{prefix}{float(sample.value)!r}")
 
 
@@ -340,20 +348,13 @@ def _add_windows(families: Families, inp: ExportInput) -> None:
     for key, row in agg.rows.items():
         if not isinstance(key, SeriesKey) or not wants_window_quantiles(key):
             continue
-        namespace = name = ""
-        if key.pod:
-            info = pods.get(key.pod)
-            if info is None:
-                continue  # a pod we no longer know: its series are about to expire
-            namespace, name = info.namespace, info.name
+        pod = _identity(pods, key.pod) if key.pod else NO_POD
+        if pod is None:
+            continue
         # The label text once per series, not per line (its 15 lines share it); not kept between renders: at
         # 300 pods that would hold ~27,000 strings (~4 MiB) for a render every 15 s.
-        labels = [("node", node)] if node else []
-        if key.pod:
-            labels += [("namespace", namespace), ("pod", name)]
-        if key.device:
-            labels.append(("device", key.device))
-        text = "".join(f'{k}="{_escape(v)}",' for k, v in labels)
+        text = _label_text(key, node, pod, container=False)
+        text += "," if text else ""
         quantile_name, avg_name = window_names(key)
         quantiles = families.get(
             quantile_name, "summary", f"Percentiles of {key.metric} over each window (nearest rank)."

@@ -277,29 +277,23 @@ MEMORY_STAT_KEYS = {1: _V1_KEYS, 2: _V1_LOCAL_KEYS}  # v2 has the same LRU keys 
 
 def keyed_cpu_stat(rows: npt.NDArray[np.int64], version: int) -> npt.NDArray[np.int64]:
     """`batch_cpu_stat`'s rows from the values of CPU_STAT_KEYS[version] (-1: absent)."""
-    out = np.empty((len(rows), 4), dtype=np.int64)
-    if rows.size and rows.min() >= 0 and (version == 1 or rows.max() < _US_LIMIT):
-        # The usual batch (every key present, every value in range) in two reductions: numpy's per-row
-        # reductions below cost ~15 us each on a few hundred rows.
-        if version == 1:
-            out[:, 0] = -1
-            out[:, 1:] = rows
-        else:
-            out[:] = rows
-            out[:, 0] *= 1000
-            out[:, 3] *= 1000
-        return out
-    cfs = rows[:, -3:]
-    has_cfs = cfs[:, 0] >= 0
-    if np.any((cfs >= 0).any(axis=1) != has_cfs) or np.any((cfs[has_cfs] < 0).any(axis=1)):
-        raise BatchMiss("cpu.stat with only some of the CFS keys")
-    if version == 1:
-        if not has_cfs.all():
+    # The usual batch has every key in every file: one whole-array reduction says so, where the per-row checks of
+    # the other case cost ~15 us each on a few hundred rows.
+    complete = not rows.size or rows.min() >= 0
+    has_cfs: npt.NDArray[np.bool_] | slice = slice(None)
+    if not complete:
+        cfs = rows[:, -3:]
+        has_cfs = cfs[:, 0] >= 0
+        if np.any((cfs >= 0).any(axis=1) != has_cfs) or np.any((cfs[has_cfs] < 0).any(axis=1)):
+            raise BatchMiss("cpu.stat with only some of the CFS keys")
+        if version == 1:  # v1's keys are the CFS keys only
             raise BatchMiss("cpu.stat without its CFS keys")
+    out = np.empty((len(rows), 4), dtype=np.int64)
+    if version == 1:
         out[:, 0] = -1
-        out[:, 1:] = cfs
+        out[:, 1:] = rows
         return out
-    if rows.size and (rows[:, 0].min() < 0 or max(rows[:, 0].max(), rows[:, 3].max()) >= _US_LIMIT):
+    if rows.size and ((not complete and rows[:, 0].min() < 0) or max(rows[:, 0].max(), rows[:, 3].max()) >= _US_LIMIT):
         raise BatchMiss("cpu.stat without usage_usec, or microseconds beyond int64 nanoseconds")
     out[:] = rows
     out[:, 0] *= 1000
