@@ -43,7 +43,7 @@ import re
 import sys
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
 from agent.httpd import Handler, HTTPServer, Response
 from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import BlockLayout, Kind, Sample, SampleBlock, SeriesKey
+from agent.store.aggregate import WindowStats
 from common.api.wire import GoDuration
 from common.version import __version__
 
@@ -207,11 +208,8 @@ def _label_text(key: SeriesKey, node: str, pod: Identity, *, container: bool) ->
 
 def render_series(inputs: Iterable[ExportInput]) -> bytes:
     """Raw series of the last cycle and window aggregates, for one or more nodes."""
-    families = Families()
-    for inp in inputs:
-        _add_raw(families, inp)
-        _add_windows(families, inp)
-    return families.render().encode()
+    inputs = list(inputs)
+    return render_raw(inputs) + render_windows(inputs)
 
 
 def render_raw(inputs: Iterable[ExportInput]) -> bytes:
@@ -223,11 +221,8 @@ def render_raw(inputs: Iterable[ExportInput]) -> bytes:
 
 
 def render_windows(inputs: Iterable[ExportInput]) -> bytes:
-    """Window aggregates (rendered on the aggregation cadence)."""
-    families = Families()
-    for inp in inputs:
-        _add_windows(families, inp)
-    return families.render().encode()
+    """Window aggregates, rendered afresh (a daemon keeps a `WindowText`, which renders only what changed)."""
+    return b"".join(WindowText().render(inputs))
 
 
 # (family name, type, help, the text before the value) of a raw series' line, by (key, kind, node label, pod
@@ -330,45 +325,94 @@ def _add_raw(families: Families, inp: ExportInput) -> None:
                 families.get(family, type_, help_text).lines.append(f"{prefix}{float(sample.value)!r}")
 
 
-def _add_windows(families: Families, inp: ExportInput) -> None:
-    agg = inp.aggregates
-    if agg is None:
-        return
-    node, pods = inp.node, inp.pods
-    texts = tuple(GoDuration.from_seconds(d).canonical() for d in agg.policy.windows)
-    # Each window's statistics as lists, read by row (as `Aggregates.window` does, without a dict per row).
-    columns = []
-    for duration in agg.policy.windows:
-        stats = agg.windows[duration]
-        by_quantile = [stats.quantiles.get(name) for name in QUANTILE_LABELS]
-        columns.append(
-            (stats.reported.tolist(), stats.avg.tolist(), [q.tolist() if q is not None else None for q in by_quantile])
-        )
-    isfinite = math.isfinite
-    for key, row in agg.rows.items():
-        if not isinstance(key, SeriesKey) or not wants_window_quantiles(key):
-            continue
-        pod = _identity(pods, key.pod) if key.pod else NO_POD
-        if pod is None:
-            continue
-        # The label text once per series, not per line (its 15 lines share it); not kept between renders: at
-        # 300 pods that would hold ~27,000 strings (~4 MiB) for a render every 15 s.
-        text = _label_text(key, node, pod, container=False)
-        text += "," if text else ""
-        quantile_name, avg_name = window_names(key)
-        quantiles = families.get(
-            quantile_name, "summary", f"Percentiles of {key.metric} over each window (nearest rank)."
-        ).lines
-        average = families.get(avg_name, "gauge", f"Average of {key.metric} over each window.").lines
-        for (reported, avg, quantile_rows), window in zip(columns, texts, strict=True):
-            if row >= len(reported) or not reported[row]:
-                continue  # no samples, or cold (less than half the window covered)
-            value = avg[row]
-            if isfinite(value):
-                average.append(f'{avg_name}{{{text}window="{window}"}} {value!r}')
-            for values, q in zip(quantile_rows, QUANTILE_LABELS.values(), strict=True):
-                if values is not None and isfinite(value := values[row]):
-                    quantiles.append(f'{quantile_name}{{{text}window="{window}",quantile="{q}"}} {value!r}')
+# A window's lines of one family, by family name: (type, help, text).
+_Chunk = dict[str, tuple[str, str, bytes]]
+
+
+@dataclass(frozen=True)
+class _SeriesPlan:
+    """The window series of one row map and pod list: (row, label text ending in a comma, percentile family,
+    average family, metric) for each series that has window series, in row-map order."""
+
+    rows: Mapping[Hashable, int]  # compared by identity: `aggregate` keeps the object while the rows stay
+    pods: Mapping[str, PodIdentity]
+    series: list[tuple[int, str, str, str, str]]
+
+    @classmethod
+    def build(cls, rows: Mapping[Hashable, int], pods: Mapping[str, PodIdentity], node: str) -> _SeriesPlan:
+        series = []
+        for key, row in rows.items():
+            if not isinstance(key, SeriesKey) or not wants_window_quantiles(key):
+                continue
+            pod = _identity(pods, key.pod) if key.pod else NO_POD
+            if pod is None:
+                continue  # a pod we no longer know: its series are about to expire
+            text = _label_text(key, node, pod, container=False)
+            series.append((row, text + "," if text else "", *window_names(key), key.metric))
+        return cls(rows, pods, series)
+
+
+class WindowText:
+    """The window series' text, kept per node label and window: a window is rendered again only when its statistics
+    are new (`agent.report.window_due`), the series' rows changed or a pod was renamed. A family's lines come window
+    by window. One instance per exporting process (not thread-safe: one render at a time)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[str, _SeriesPlan] = {}
+        self._windows: dict[tuple[str, float], tuple[_SeriesPlan, object, _Chunk]] = {}  # (plan, stats, text)
+
+    def render(self, inputs: Iterable[ExportInput]) -> list[bytes]:
+        """The text as parts to join: each family's header, then its lines of each window."""
+        families: dict[str, list[bytes]] = {}
+        plans: dict[str, _SeriesPlan] = {}
+        windows: dict[tuple[str, float], tuple[_SeriesPlan, object, _Chunk]] = {}
+        for inp in inputs:
+            agg = inp.aggregates
+            if agg is None:
+                continue
+            plan = self._plans.get(inp.node)
+            if plan is None or plan.rows is not agg.rows or plan.pods != inp.pods:
+                plan = _SeriesPlan.build(agg.rows, inp.pods, inp.node)
+            plans[inp.node] = plan
+            for duration in agg.policy.windows:
+                stats = agg.windows[duration]
+                held = self._windows.get((inp.node, duration))
+                if held is None or held[0] is not plan or held[1] is not stats:
+                    held = (plan, stats, _render_window(plan, stats))
+                windows[(inp.node, duration)] = held
+                for name, (type_, help_text, text) in held[2].items():
+                    parts = families.get(name)
+                    if parts is None:
+                        header = f"# HELP {name} {_escape_help(help_text)}\n# TYPE {name} {type_}\n"
+                        parts = families[name] = [header.encode()]
+                    parts.append(text)
+        self._plans, self._windows = plans, windows  # what this render did not use is gone
+        return [part for parts in families.values() for part in parts]
+
+
+def _render_window(plan: _SeriesPlan, stats: WindowStats) -> _Chunk:
+    window = GoDuration.from_seconds(stats.duration).canonical()
+    # The statistics as lists, read by row (as `Aggregates.window` does, without a dict per row).
+    reported, avg = stats.reported.tolist(), stats.avg.tolist()
+    quantile_rows = [(stats.quantiles[n].tolist(), q) for n, q in QUANTILE_LABELS.items() if n in stats.quantiles]
+    isfinite, size = math.isfinite, len(reported)
+    lines: dict[str, tuple[str, str, list[str]]] = {}
+    for row, text, quantile_name, avg_name, metric in plan.series:
+        if row >= size or not reported[row]:
+            continue  # no samples, or cold (less than half the window covered)
+        quantiles, average = lines.get(quantile_name), lines.get(avg_name)
+        if quantiles is None or average is None:  # a metric's first series: its two families, in this order
+            help_text = f"Percentiles of {metric} over each window (nearest rank)."
+            quantiles = lines[quantile_name] = ("summary", help_text, [])
+            average = lines[avg_name] = ("gauge", f"Average of {metric} over each window.", [])
+        value = avg[row]
+        if isfinite(value):
+            average[2].append(f'{avg_name}{{{text}window="{window}"}} {value!r}')
+        out = quantiles[2]
+        for values, q in quantile_rows:
+            if isfinite(value := values[row]):
+                out.append(f'{quantile_name}{{{text}window="{window}",quantile="{q}"}} {value!r}')
+    return {name: (t, h, ("\n".join(out) + "\n").encode()) for name, (t, h, out) in lines.items() if out}
 
 
 # ------------------------------------------------------------------------------------------------ self
@@ -486,7 +530,8 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus text for
 
 
 class Exporter:
-    """The HTTP side. `update()` swaps in freshly rendered bytes; requests never compute anything heavy."""
+    """The HTTP side. `update()` swaps in freshly rendered text (parts, joined per scrape); requests never compute
+    anything heavy."""
 
     def __init__(
         self,
@@ -510,20 +555,20 @@ class Exporter:
         self._health = health
         self._ready = ready
         self._include_default = include_default_registry
-        self._body = b""
+        self._parts: Sequence[bytes] = ()
         self._server: HTTPServer | None = None
         self.port: int | None = None
         self.scrapes = 0
 
-    def update(self, body: bytes) -> None:
-        self._body = body
+    def update(self, parts: Sequence[bytes]) -> None:
+        self._parts = parts
 
     @property
     def body(self) -> bytes:
-        return self._body
+        return b"".join(self._parts)
 
     def metrics_text(self, raw: bytes = b"") -> bytes:
-        parts = [raw, self._body, self._live().encode()]
+        parts = [raw, *self._parts, self._live().encode()]
         if self._include_default:
             parts.append(default_series())
         return b"".join(parts)
@@ -574,10 +619,10 @@ class Exporter:
             self._server = None
 
 
-def render_timed(inputs: Sequence[ExportInput], timings: AgentTimings) -> bytes:
-    """`render_windows` with its duration recorded (runs on a worker thread)."""
+def render_timed(text: WindowText, inputs: Sequence[ExportInput], timings: AgentTimings) -> list[bytes]:
+    """`text.render` with its duration recorded (runs on a worker thread)."""
     started = time.perf_counter()
-    body = render_windows(inputs)
+    body = text.render(inputs)
     timings.render_seconds = time.perf_counter() - started
     timings.last_render_unix = time.time()
     timings.renders += 1

@@ -28,7 +28,7 @@ from agent import malloc
 from agent.collectors.files import COMPILED_READER
 from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
-from agent.exporter import AgentTimings, Exporter, render_self, render_timed
+from agent.exporter import AgentTimings, Exporter, WindowText, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
 from agent.podwatch import CgroupPodDiscovery, LocalPods, PodWatch
@@ -59,6 +59,7 @@ class NodeAgent:
         self.http = http
         self._own_http = http is None
         self.timings = AgentTimings()
+        self.window_text = WindowText()  # the window series, rendered again per window as its statistics change
         self.tasks: list[asyncio.Task[None]] = []
         self.exporter: Exporter | None = None
         self.cache: NodeMetricCache | None = None
@@ -173,7 +174,7 @@ class NodeAgent:
         if self.exporter is None:
             return
         inp = self.pipeline.export_input(agg)
-        self.exporter.update(await asyncio.to_thread(render_timed, [inp], self.timings))
+        self.exporter.update(await asyncio.to_thread(render_timed, self.window_text, [inp], self.timings))
         malloc.trim()
 
     def _self_metrics(self) -> str:
@@ -207,7 +208,7 @@ class NodeAgent:
 
 
 async def run_daemon(settings: AgentSettings, *, standalone: bool = False) -> int:
-    malloc.limit_arenas()
+    malloc.configure()
     agent = NodeAgent(settings, standalone=standalone)
     try:
         await agent.start()

@@ -40,7 +40,7 @@ from typing import Any
 
 from agent.collectors.simulated import SimulatedNodeCollector, SimulationParams, node_capacity
 from agent.config import AgentSettings
-from agent.exporter import AgentTimings, Exporter, render_self, render_timed
+from agent.exporter import AgentTimings, Exporter, WindowText, render_self, render_timed
 from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
@@ -82,6 +82,7 @@ class Simulation:
         self.nodes: dict[str, SimulatedNode] = {}
         self.pods = PodIndex()
         self.timings = AgentTimings()
+        self.window_text = WindowText()
         self.tasks: list[asyncio.Task[None]] = []
         self.exporter: Exporter | None = None
         self.cache: NodeMetricCache | None = None
@@ -162,7 +163,7 @@ class Simulation:
         ]
         self.timings.aggregation_seconds = time.perf_counter() - started
         if self.exporter is not None:
-            self.exporter.update(await asyncio.to_thread(render_timed, inputs, self.timings))
+            self.exporter.update(await asyncio.to_thread(render_timed, self.window_text, inputs, self.timings))
 
     def _render_raw(self) -> bytes:
         return b"".join(state.pipeline.render_raw(node_label=state.name) for state in list(self.nodes.values()))

@@ -273,13 +273,16 @@ def build_report(
     *,
     wants_quantiles: Callable[[Hashable], bool] | None = None,
     executor: Executor | None = None,
+    rows: dict[Hashable, int] | None = None,
 ) -> AggregateReport:
-    """Aggregate all windows; `wants_quantiles(key)` False skips the sort for that series (avg only)."""
-    rows = ring.rows()
+    """Aggregate all windows; `wants_quantiles(key)` False skips the sort for that series (avg only). `rows`: the
+    ring's `rows()` when the caller has taken them already."""
+    rows = ring.rows() if rows is None else rows
+    if not durations:
+        return AggregateReport(now=now, rows=rows, windows={})
     mask = None
     if wants_quantiles is not None:
         mask = np.zeros(ring.high_water, dtype=np.bool_)
-        for key, row in rows.items():
-            mask[row] = wants_quantiles(key)
+        mask[[row for key, row in rows.items() if wants_quantiles(key)]] = True
     stats = aggregate_windows(ring, now, durations, executor=executor, quantile_rows=mask)
     return AggregateReport(now=now, rows=rows, windows={s.duration: s for s in stats})

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from agent.exporter import (
     ExportInput,
     Family,
     NodeSelfState,
+    WindowText,
     raw_name,
     render_raw,
     render_self,
@@ -310,7 +312,7 @@ def test_server_serves_prepared_bytes_and_health() -> None:
                 base = f"http://127.0.0.1:{port}"
                 async with session.get(base + "/readyz") as r:
                     assert r.status == 503 and "no aggregation yet" in await r.text()
-                exporter.update(b"# HELP loadline_node_x x\n# TYPE loadline_node_x gauge\nloadline_node_x 2.0\n")
+                exporter.update([b"# HELP loadline_node_x x\n# TYPE loadline_node_x gauge\nloadline_node_x 2.0\n"])
                 ready[0] = True
                 async with session.get(base + "/readyz") as r:
                     assert r.status == 200
@@ -373,3 +375,46 @@ def test_open_fds_counts_every_descriptor_the_process_holds(tmp_path: Path) -> N
         for fd in held:
             os.close(fd)
     assert open_fds() == before
+
+
+def test_window_text_renders_again_only_the_windows_that_changed(monkeypatch: Any) -> None:
+    """A `WindowText` renders a window again only when its statistics, the row map or the pods changed, and says
+    what a fresh render says."""
+    from agent import exporter
+
+    _, inp = sampled(collector=Varying())
+    agg = inp.aggregates
+    assert agg is not None
+    rendered: list[float] = []
+    render_window = exporter._render_window
+
+    def counting(plan: Any, stats: Any) -> Any:
+        rendered.append(stats.duration)
+        return render_window(plan, stats)
+
+    monkeypatch.setattr(exporter, "_render_window", counting)
+    text = WindowText()
+
+    def lines(parts: Sequence[bytes]) -> list[str]:
+        return sorted(b"".join(parts).decode().splitlines())
+
+    fresh = sorted(render_windows([inp]).decode().splitlines())
+    rendered.clear()
+    assert lines(text.render([inp])) == fresh
+    assert sorted(rendered) == [4.0, 10.0]
+    rendered.clear()
+    assert lines(text.render([inp])) == lines(text.render([inp])) and rendered == []  # nothing changed
+    # a new aggregation of the short window only (the long one carried: the same statistics and row map)
+    carried = replace(agg, windows={4.0: replace(agg.windows[4.0]), 10.0: agg.windows[10.0]})
+    text.render([replace(inp, aggregates=carried)])
+    assert rendered == [4.0]
+    rendered.clear()
+    renamed = {UID: PodIdentity(UID, "shop", "web-2", "koord-prod", "LS")}
+    body = b"".join(text.render([replace(inp, aggregates=carried, pods=renamed)])).decode()
+    assert sorted(rendered) == [4.0, 10.0] and 'pod="web-2"' in body and 'pod="web-1"' not in body
+    rendered.clear()
+    # the pod's series forgotten: a new row map, so no window keeps their lines even with the same statistics
+    rows = {key: row for key, row in agg.rows.items() if not (isinstance(key, SeriesKey) and key.pod)}
+    body = b"".join(text.render([replace(inp, aggregates=replace(carried, rows=rows), pods=renamed)])).decode()
+    assert sorted(rendered) == [4.0, 10.0] and "web-2" not in body and "loadline_node_memory_usage_window" in body
+    assert families(body)  # still valid exposition text

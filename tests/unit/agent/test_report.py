@@ -366,3 +366,74 @@ def test_aggregates_are_detached_from_the_ring() -> None:
     assert agg.window(SeriesKey(NODE_CPU_USAGE_CORES), 4) == before
     assert agg.avg(SeriesKey(NODE_CPU_USAGE_CORES)) == 2.0
     assert agg.avg(SeriesKey("unknown")) is None
+
+
+# ------------------------------------------------------------------------------------------------ window cadence
+def test_a_window_is_due_once_a_twentieth_of_it_is_new() -> None:
+    from agent.report import window_due
+
+    # 5m every aggregation (15 s, or a little early), 10m every 30 s, 30m every 90 s
+    assert window_due(300, 0.0, 15.0) and window_due(300, 0.0, 14.2)
+    assert not window_due(600, 0.0, 15.0) and window_due(600, 0.0, 30.0)
+    assert not window_due(1800, 0.0, 75.0) and window_due(1800, 0.0, 90.0)
+    assert window_due(1800, 100.0, 99.0)  # asked for an earlier instant: computed for it
+
+
+def cadence_ring(columns: int, keys: Sequence[SeriesKey]) -> SampleRing:
+    ring = SampleRing(columns + 8)
+    for i in range(columns):
+        ring.append_column(START + i, list(keys), [float(i % 7) + r for r in range(len(keys))])
+    return ring
+
+
+def test_windows_not_due_keep_their_statistics_and_due_ones_follow_the_ring() -> None:
+    keys = [SeriesKey(NODE_CPU_USAGE_CORES), SeriesKey(CPU_USAGE_CORES, pod="p1")]
+    policy = ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 200.0))
+    ring = cadence_ring(400, keys)
+    first = aggregate(ring, START + 399, policy)
+    for i in range(400, 405):
+        ring.append_column(START + i, keys, [100.0, 100.0])  # a burst the long window does not show yet
+    later = aggregate(ring, START + 404, policy, previous=first)
+    assert later.windows[200.0] is first.windows[200.0] and later.computed_at[200.0] == START + 399
+    assert later.windows[20.0] is not first.windows[20.0] and later.computed_at[20.0] == START + 404
+    assert later.window(keys[0], 20.0) == aggregate(ring, START + 404, policy).window(keys[0], 20.0)
+    for i in range(405, 410):
+        ring.append_column(START + i, keys, [100.0, 100.0])
+    due = aggregate(ring, START + 409, policy, previous=later)  # 10 s = 1/20 of 200 s
+    assert due.computed_at[200.0] == START + 409
+    assert due.window(keys[1], 200.0) == aggregate(ring, START + 409, policy).window(keys[1], 200.0)
+    assert due.window(keys[1], 200.0) != first.window(keys[1], 200.0)
+
+
+def test_a_row_taken_by_another_series_is_not_reported_until_its_window_is_computed_again() -> None:
+    gone, kept, new = SeriesKey(CPU_USAGE_CORES, pod="gone"), SeriesKey(CPU_USAGE_CORES, pod="kept"), None
+    policy = ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 200.0))
+    ring = cadence_ring(400, [gone, kept])
+    first = aggregate(ring, START + 399, policy)
+    row = ring.row_of(gone)
+    ring.forget([gone])
+    new = SeriesKey(CPU_USAGE_CORES, pod="new")
+    ring.append_column(START + 400, [kept, new], [1.0, 2.0])
+    assert ring.row_of(new) == row  # the freed row, reused
+    later = aggregate(ring, START + 400, policy, previous=first)
+    assert later.computed_at[200.0] == START + 399  # carried
+    assert later.window(new, 200.0) is None  # not the statistics of the series that held its row
+    assert later.window(kept, 200.0) == first.window(kept, 200.0)
+    assert first.window(gone, 200.0) is not None  # what the row held
+
+
+def test_a_changed_policy_computes_every_window() -> None:
+    keys = [SeriesKey(NODE_CPU_USAGE_CORES)]
+    ring = cadence_ring(400, keys)
+    first = aggregate(ring, START + 399, ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 200.0)))
+    other = ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 100.0, 200.0))
+    later = aggregate(ring, START + 400, other, previous=first)
+    assert set(later.computed_at.values()) == {START + 400}
+
+
+def test_the_reporter_carries_its_last_aggregation() -> None:
+    keys = [SeriesKey(NODE_CPU_USAGE_CORES)]
+    ring = cadence_ring(400, keys)
+    reporter = NodeReporter("n", ring=lambda: ring, base_policy=ReportPolicy(windows=(20.0, 200.0)), pods=dict)
+    first = reporter.aggregate(START + 399)
+    assert reporter.aggregate(START + 400).windows[200.0] is first.windows[200.0]
