@@ -203,6 +203,8 @@ class NodeAgent:
             await self.exporter.stop()
         if self.pipeline is not None:
             self.pipeline.close()
+        if self.standalone and self.pipeline is not None:  # the cgroup tree's inotify descriptor
+            self.local_pods.discovery.close()
         if self._own_http and self.http is not None:
             await self.http.close()
 

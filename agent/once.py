@@ -89,6 +89,7 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
     finally:
         progress.end()
         pipeline.close()
+        discovery.close()  # its inotify descriptor
     status = pipeline.status_model()
     sampled = time.monotonic() - started
     cold = [w for w in policy.windows if sampled < 0.5 * w]

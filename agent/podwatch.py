@@ -6,8 +6,8 @@
   IDs), so the collector's fast path (`pods is self._pods_seen`) holds between changes. Pods in a terminal
   phase are left out: their cgroups are gone.
 - `PodIndex`: the same for many nodes at once (the simulator watches every bound pod and groups by node).
-- `CgroupPodDiscovery`: no API server at all (`--once`): pods found by walking this machine's kubepods
-  cgroup tree, named by their UID.
+- `CgroupPodDiscovery`: no API server at all (`--once`, standalone): pods found in this machine's kubepods
+  cgroup tree (watched with inotify, else listed every few seconds), named by their UID.
 - `LocalPods`: the standalone agent's pods: the cgroup tree's, named by the kubelet's pod list when it answers.
 """
 
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.inotify import DirectoryWatch
 from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass, kube_qos_class
 from common.kube.kubeconfig import SERVICE_ACCOUNT_DIR
@@ -202,10 +203,23 @@ _SCOPE_RUNTIME = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "do
 _TIERS = (("", QoSClass.GUARANTEED), ("burstable", QoSClass.BURSTABLE), ("besteffort", QoSClass.BEST_EFFORT))
 
 
+SAFETY_RESCAN_SECONDS = 60.0
+"""With the tree watched, the tiers are listed anyway this often, and the containers of every
+`container_rescan_rounds`-th pod (staggered, as when polled): whatever the watch did not report (an event lost
+without the queue's overflow notice, a kernel whose cgroup filesystem raises none) is then found at most this late
+(a pod) or `container_rescan_rounds` times as late (a container). At 300 pods such a round is ~3 ms of CPU, ~0.006 %
+of a core at this period; a full listing would be ~13 ms."""
+
+
 class CgroupPodDiscovery:
-    """Pods and containers found in the kubepods cgroup tree (for `--once`, where there is no API server).
+    """Pods and containers found in the kubepods cgroup tree (for the agent without an API server).
 
     Names are unknown there: a pod is named by its UID and a container by the first 12 digits of its ID.
+
+    The tier directories and each pod's directory are watched with inotify (`DirectoryWatch`), so the tree is
+    listed again only where a cgroup came or went (at most once per call), and in a staggered round every
+    `SAFETY_RESCAN_SECONDS`. Where inotify is not available or a directory cannot be watched, the tree is listed
+    every `refresh_seconds` instead (also while there is no kubepods directory yet: nothing to watch).
     """
 
     def __init__(
@@ -215,32 +229,133 @@ class CgroupPodDiscovery:
         *,
         refresh_seconds: float = 5.0,
         container_rescan_rounds: int = 6,
+        watch_factory: Callable[[], DirectoryWatch] | None = DirectoryWatch,
     ) -> None:
-        """Pods are looked for every `refresh_seconds`; the containers of a known pod every
-        `container_rescan_rounds` refreshes (staggered), those of a new pod at once."""
+        """Polled, pods are looked for every `refresh_seconds`; the containers of a known pod every
+        `container_rescan_rounds` refreshes (staggered), those of a new pod at once. `watch_factory` None: polled."""
         self.root = Path(cgroup_root)
         self.parent = cgroup_parent
         self.refresh_seconds = refresh_seconds
         self.container_rescan_rounds = container_rescan_rounds
+        self.scans = 0  # listings of the tree: the cost the watch saves
         self._pods: tuple[PodRef, ...] = ()
-        self._at = -float("inf")
+        self._dirs: dict[str, str] = {}  # uid -> pod directory, of the pods in `_pods`
+        self._at = -float("inf")  # the last listing
+        self._safety_at = -float("inf")  # the last round of `SAFETY_RESCAN_SECONDS` while watched
         self._round = 0
         self._infos: tuple[tuple[PodRef, ...], dict[str, PodIdentity]] | None = None
+        self._watch_factory = watch_factory  # None once the watch failed or was closed: polled for good
+        self._watch: DirectoryWatch | None = None  # made at the first `pods()`: no descriptor for an unused object
+        self._tiers: tuple[str, ...] = ()  # the watched tier directories
+        self._watching = False  # the last listing's tier and pod directories are all watched
+        self._relist: frozenset[str] = frozenset()  # pod directories to list again at the next call
+
+    @property
+    def watched(self) -> bool:
+        """The tree is watched, not polled."""
+        return self._watching
 
     def pods(self) -> tuple[PodRef, ...]:
         now = time.monotonic()
-        if now - self._at >= self.refresh_seconds:
-            self._at = now
-            try:
-                layout = detect_layout(self.root, self.parent)
-            except (OSError, ValueError):
-                layout = None
-            self._round += 1
-            known = {p.uid: p for p in self._pods}
-            found = scan_pods(layout, known, self._round, self.container_rescan_rounds) if layout is not None else ()
-            if found != self._pods:
-                self._pods = found
+        changed = self._changes()
+        if changed is None:
+            if now - self._at >= self.refresh_seconds:
+                self._rescan(now, None)
+        elif changed or now - self._safety_at >= SAFETY_RESCAN_SECONDS:
+            self._rescan(now, changed)
         return self._pods
+
+    def close(self) -> None:
+        """Release the inotify descriptor; the tree is polled from here on."""
+        self._stop_watching(None)
+
+    def _changes(self) -> frozenset[str] | None:
+        """The watched directories that changed since the last call and those to list again; None: polled."""
+        if self._watch is None and self._watch_factory is not None:
+            self._watch = self._watch_factory()
+            if not self._watch.available:
+                self._stop_watching(self._watch.error or "inotify not available")
+        if self._watch is None or not self._watching:
+            return None
+        changed = self._watch.changed()
+        if changed is None:
+            self._stop_watching(self._watch.error or "reading inotify failed")
+            return None
+        return changed | self._relist
+
+    def _rescan(self, now: float, changed: frozenset[str] | None) -> None:
+        """List the tree: all of it when the watch is new; watched (`changed` given), the tiers and the changed pod
+        directories, and a staggered round `SAFETY_RESCAN_SECONDS` after the last; polled, staggered rounds."""
+        self._at = now
+        self.scans += 1
+        try:
+            layout = detect_layout(self.root, self.parent)
+        except (OSError, ValueError):
+            layout = None
+        # The tiers are watched before they are listed: a pod made after the listing is an event for the next call.
+        tiers = tuple(d for d, _, _ in tier_dirs(layout)) if layout is not None else ()
+        watched = bool(tiers) and self._watch_tiers(tiers)
+        known = {p.uid: p for p in self._pods if changed is None or self._dirs.get(p.uid) not in changed}
+        if watched and changed is None:  # the watch is new: what it has not seen is listed
+            known, rounds = {}, 1
+            self._safety_at = now
+        elif not watched or now - self._safety_at >= SAFETY_RESCAN_SECONDS:
+            self._round += 1
+            rounds = self.container_rescan_rounds
+            self._safety_at = now
+        else:
+            rounds = 0  # the pods whose directory changed (left out of `known`) only
+        dirs: dict[str, str] = {}
+        found = scan_pods(layout, known, self._round, rounds, dirs=dirs) if layout is not None else ()
+        if found != self._pods:
+            self._pods = found  # a new tuple only on change: the collector's fast path is `pods is` the last one
+        self._dirs = dirs
+        self._watching = watched and self._watch_pods(dirs)
+
+    def _watch_tiers(self, tiers: tuple[str, ...]) -> bool:
+        """Watch the tier directories; False (polled) without a watch, or if the kubepods directory (the first
+        tier, whose events tell when the others appear) cannot be watched."""
+        watch = self._watch
+        if watch is None:
+            return False
+        for path in set(self._tiers) - set(tiers):  # another layout than at the last listing
+            watch.unwatch(path)
+        self._tiers = tiers
+        for i, path in enumerate(tiers):
+            if not watch.watch(path) and (watch.error is not None or i == 0):
+                if watch.error is not None:
+                    self._stop_watching(watch.error)
+                return False
+        return True
+
+    def _watch_pods(self, dirs: Mapping[str, str]) -> bool:
+        """Watch the pod directories of the listing, and no others. A new one was listed before it was watched: a
+        container made in between raised no event, so it is listed again at the next call."""
+        watch = self._watch
+        if watch is None:
+            return False
+        watched = watch.watched
+        for path in watched.difference(dirs.values(), self._tiers):  # gone (if deleted, the kernel dropped the watch)
+            watch.unwatch(path)
+        new = [path for path in dirs.values() if path not in watched]
+        for path in new:
+            if not watch.watch(path) and watch.error is not None:
+                self._stop_watching(watch.error)
+                return False
+        self._relist = frozenset(new)
+        return True
+
+    def _stop_watching(self, reason: str | None) -> None:
+        """Poll from here on, for good: a watch that failed once (e.g. at fs.inotify.max_user_watches) would fail
+        again, and polling is what the agent did before it had the watch."""
+        if reason is not None:
+            log.info("cgroup pod discovery: %s; listing the kubepods tree every %gs", reason, self.refresh_seconds)
+        if self._watch is not None:
+            self._watch.close()
+        self._watch = self._watch_factory = None
+        self._watching = False
+        self._tiers = ()
+        self._relist = frozenset()
 
     def infos(self) -> dict[str, PodIdentity]:
         """Built once per pod list (asked for at every scrape)."""
@@ -266,32 +381,45 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def tier_dirs(layout: CgroupLayout) -> tuple[tuple[str, QoSClass, re.Pattern[str]], ...]:
+    """The directories each QoS tier's pods are in, the kubepods directory itself (the guaranteed tier's) first,
+    with the pattern of a pod directory's name there."""
+    base = layout.cpuacct
+    if layout.driver is CgroupDriver.CGROUPFS:
+        return tuple((os.path.join(base, tier) if tier else base, qos, _CGROUPFS_POD) for tier, qos in _TIERS)
+    return tuple(
+        (os.path.join(base, f"kubepods-{tier}.slice") if tier else base, qos, _SYSTEMD_POD) for tier, qos in _TIERS
+    )
+
+
 def scan_pods(
-    layout: CgroupLayout, known: Mapping[str, PodRef] | None = None, round_: int = 0, rescan_rounds: int = 1
+    layout: CgroupLayout,
+    known: Mapping[str, PodRef] | None = None,
+    round_: int = 0,
+    rescan_rounds: int = 1,
+    *,
+    dirs: dict[str, str] | None = None,
 ) -> tuple[PodRef, ...]:
     """The pods under the kubepods tree. With the pods `known` from an earlier scan, a pod's container
     directories are listed again only every `rescan_rounds` rounds (staggered by position): listing them is
-    most of a scan's cost, and a restarted container is found at the latest that much later."""
-    base = layout.cpuacct
+    most of a scan's cost, and a restarted container is found at the latest that much later. `rescan_rounds` 0:
+    never (the caller knows which pods changed and left them out of `known`). `dirs` gets each pod's directory."""
     pods: list[PodRef] = []
-    for tier, qos in _TIERS:
-        if layout.driver is CgroupDriver.CGROUPFS:
-            tier_dir = os.path.join(base, tier) if tier else base
-            pattern = _CGROUPFS_POD
-        else:
-            tier_dir = os.path.join(base, f"kubepods-{tier}.slice") if tier else base
-            pattern = _SYSTEMD_POD
+    for tier_dir, qos, pattern in tier_dirs(layout):
         for name in _listdir(tier_dir):
             match = pattern.fullmatch(name)
             if match is None:
                 continue
             uid = match.group(1).replace("_", "-")
+            pod_dir = os.path.join(tier_dir, name)
+            if dirs is not None:
+                dirs[uid] = pod_dir
             seen = known.get(uid) if known else None
-            if seen is not None and seen.qos is qos and (len(pods) + round_) % rescan_rounds:
+            if seen is not None and seen.qos is qos and (not rescan_rounds or (len(pods) + round_) % rescan_rounds):
                 pods.append(seen)
                 continue
             containers = []
-            for child in _listdir(os.path.join(tier_dir, name)):
+            for child in _listdir(pod_dir):
                 scope = _SCOPE.fullmatch(child)
                 if scope is not None:
                     runtime, digest = _SCOPE_RUNTIME[scope.group(1)], scope.group(2)

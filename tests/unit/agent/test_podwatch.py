@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent import podwatch
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.pods import ContainerRef, QoSClass
+from agent.inotify import DirectoryWatch
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
 from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
@@ -133,3 +138,159 @@ def test_known_pods_containers_are_listed_again_staggered(tmp_path: Path) -> Non
 
 def test_no_kubepods_tree_means_no_pods(tmp_path: Path) -> None:
     assert CgroupPodDiscovery(tmp_path / "nothing").pods() == ()
+
+
+# ---------------------------------------------------------------------------------------------- the watched tree
+def settled(discovery: CgroupPodDiscovery) -> int:
+    """List the tree and let the watch settle (new pod directories are listed once more after they are watched);
+    the number of listings so far."""
+    discovery.pods()
+    discovery.pods()
+    return discovery.scans
+
+
+def test_a_watched_tree_is_listed_again_only_when_a_cgroup_comes_or_goes(tmp_path: Path) -> None:
+    """With inotify, a pod or container made or removed is seen at the next call, long before `refresh_seconds`;
+    with nothing changed (a cgroup's files written to do not count) the tree is not listed at all."""
+    tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
+    first = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(first)
+    discovery = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9)  # polled, nothing after the first listing
+    try:
+        assert [p.uid for p in discovery.pods()] == [first.uid] and discovery.watched
+        scans = settled(discovery)
+        for _ in range(5):
+            tree.write(tree.pod_rel(first), CgroupValues(cpu_ns=7))  # files, not cgroups
+            assert [p.uid for p in discovery.pods()] == [first.uid]
+        assert discovery.scans == scans
+
+        second = make_pod(2, QoSClass.BEST_EFFORT, containers=2)
+        tree.add_pod(second)
+        assert {p.uid for p in discovery.pods()} == {first.uid, second.uid}
+        settled(discovery)
+
+        restarted = ContainerRef("c0", container_id(999))  # a container of a known pod: its directory changed
+        tree.write(tree.container_rel(first, restarted), CgroupValues())
+        found = {p.uid: p for p in discovery.pods()}
+        assert restarted.container_id in {c.container_id for c in found[first.uid].containers}
+        assert len(found[second.uid].containers) == 2
+
+        tree.remove(tree.pod_rel(first))
+        assert [p.uid for p in discovery.pods()] == [second.uid]
+        scans = settled(discovery)
+        assert discovery.pods() and discovery.scans == scans and discovery.watched
+    finally:
+        discovery.close()
+
+
+class Unreadable(DirectoryWatch):
+    """inotify that fails when read (the caller must list the tree itself)."""
+
+    def changed(self) -> frozenset[str] | None:
+        self.error = "reading inotify events: broken on purpose"
+        return None
+
+
+class NoWatchesLeft(DirectoryWatch):
+    """fs.inotify.max_user_watches reached once the kubepods directory is watched."""
+
+    def watch(self, path: str) -> bool:
+        if self.watched:
+            self.error = f"inotify_add_watch {path}: {os.strerror(errno.ENOSPC)}"
+            return False
+        return super().watch(path)
+
+
+@pytest.mark.parametrize("broken", [Unreadable, NoWatchesLeft])
+def test_without_a_watch_the_tree_is_polled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, broken: type[DirectoryWatch]
+) -> None:
+    tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
+    tree.add_pod(make_pod(1, QoSClass.BURSTABLE))
+    watches: list[DirectoryWatch] = []
+
+    def factory() -> DirectoryWatch:
+        watches.append(broken())
+        return watches[-1]
+
+    discovery = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9, watch_factory=factory)
+    with caplog.at_level(logging.INFO, logger="loadline.agent.pods"):
+        for _ in range(3):
+            assert len(discovery.pods()) == 1
+    assert not discovery.watched and len(watches) == 1 and not watches[0].available  # closed, not made again
+    assert [r.getMessage() for r in caplog.records if "listing the kubepods tree every" in r.getMessage()] != []
+    tree.add_pod(make_pod(2, QoSClass.BURSTABLE))
+    assert len(discovery.pods()) == 1  # polled: not before `refresh_seconds`
+    discovery.refresh_seconds = 0.0
+    assert len(discovery.pods()) == 2
+
+
+def test_close_releases_the_inotify_descriptor(tmp_path: Path) -> None:
+    FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, QoSClass.GUARANTEED))
+    discovery = CgroupPodDiscovery(tmp_path)
+    discovery.pods()
+    assert discovery._watch is not None
+    fd = discovery._watch.fd
+    assert os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+    discovery.close()
+    with pytest.raises(OSError) as raised:
+        os.fstat(fd)
+    assert raised.value.errno == errno.EBADF
+    assert len(discovery.pods()) == 1 and not discovery.watched  # polled from here on
+
+
+def test_directory_watch_reports_directories_not_files(tmp_path: Path) -> None:
+    watch = DirectoryWatch()
+    try:
+        assert watch.available and watch.changed() == frozenset()
+        assert watch.watch(str(tmp_path)) and not watch.watch(str(tmp_path / "missing")) and watch.error is None
+        (tmp_path / "cpu.stat").write_text("")
+        assert watch.changed() == frozenset()
+        (tmp_path / "child").mkdir()
+        assert watch.watch(str(tmp_path / "child"))
+        assert watch.changed() == frozenset({str(tmp_path)})
+        (tmp_path / "child").rmdir()  # the kernel drops the child's watch (IN_IGNORED)
+        assert watch.changed() == frozenset({str(tmp_path), str(tmp_path / "child")})
+        assert watch.watched == {str(tmp_path)}
+        assert watch.changed() == frozenset()
+    finally:
+        watch.close()
+    assert watch.changed() is None
+
+
+class RacingRuntime(DirectoryWatch):
+    """The runtime makes a container between the listing of a new pod's directory and its watch."""
+
+    def watch(self, path: str) -> bool:
+        if "-pod" in os.path.basename(path) and path not in self.watched:
+            os.mkdir(os.path.join(path, f"cri-containerd-{'ee' * 32}.scope"))
+        return super().watch(path)
+
+
+class Deaf(DirectoryWatch):
+    """A watch that reports nothing (a kernel whose cgroup filesystem raises no events)."""
+
+    def changed(self) -> frozenset[str] | None:
+        return frozenset() if super().changed() is not None else None
+
+
+def test_what_the_watch_could_not_see_is_found_by_the_next_listing(tmp_path: Path) -> None:
+    """A container made before its pod's directory was watched is listed at the next call; anything the watch does
+    not report, at the listing `SAFETY_RESCAN_SECONDS` later."""
+    tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
+    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    tree.add_pod(pod)
+    racing = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9, watch_factory=RacingRuntime)
+    deaf = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9, watch_factory=Deaf)
+    try:
+        assert len(racing.pods()[0].containers) == 1
+        assert len(racing.pods()[0].containers) == 2
+        assert len(deaf.pods()[0].containers) == 2 and deaf.watched
+        settled(deaf)
+        tree.add_pod(make_pod(2, QoSClass.BURSTABLE))
+        assert len(deaf.pods()) == 1
+        deaf._safety_at -= podwatch.SAFETY_RESCAN_SECONDS
+        assert len(deaf.pods()) == 2
+    finally:
+        racing.close()
+        deaf.close()
