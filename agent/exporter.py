@@ -100,10 +100,15 @@ def metric_name(base: str) -> str:
 
 
 def raw_name(key: SeriesKey, kind: Kind) -> str:
-    base = key.metric if not key.pod else f"container_{key.metric}"
-    if kind is Kind.COUNTER and not base.endswith("_total"):
+    return _raw_name(key.metric, bool(key.pod), kind is Kind.COUNTER, kind is Kind.GAUGE)
+
+
+@functools.cache  # a few dozen metrics: one string each, not one per series
+def _raw_name(metric: str, pod: bool, counter: bool, gauge: bool) -> str:
+    base = metric if not pod else f"container_{metric}"
+    if counter and not base.endswith("_total"):
         base += "_total"
-    elif kind is Kind.GAUGE and base.endswith("_total"):
+    elif gauge and base.endswith("_total"):
         base = base[: -len("_total")]
     return metric_name(base)
 
@@ -225,29 +230,33 @@ def render_windows(inputs: Iterable[ExportInput]) -> bytes:
     return b"".join(WindowText().render(inputs))
 
 
-# (family name, type, help, the text before the value) of a raw series' line, by (key, kind, node label, pod
-# identity): the labels of a series change only with its pod's identity. Bounded: cleared when pod churn filled it.
+# (family name, type, help, the text before the value) of a raw series' line.
 _RawLine = tuple[str, str, str, str]
+# The lines of series that come as lists of samples (not blocks, whose plans hold their lines), by (key, kind, node
+# label, pod identity): the labels of a series change only with its pod's identity. Bounded: cleared when full.
 _RAW_LINES: dict[tuple[SeriesKey, bool, str, Identity], _RawLine] = {}
-_MAX_RAW_LINES = 200_000
+_MAX_RAW_LINES = 20_000
 
 
 def _raw_line(key: SeriesKey, kind: Kind, node: str, pod: Identity) -> _RawLine:
-    cache_key = (key, kind is Kind.COUNTER, node, pod)  # an enum hashes in Python: slow
-    entry = _RAW_LINES.get(cache_key)
-    if entry is not None:
-        return entry
-    if len(_RAW_LINES) > _MAX_RAW_LINES:
-        _RAW_LINES.clear()
     name = raw_name(key, kind)
     text = _label_text(key, node, pod, container=True)
-    entry = (
-        name,
-        "counter" if kind is Kind.COUNTER else "gauge",
-        HELP.get(name[len(PREFIX) :], f"Loadline agent series {key.metric}."),
-        f"{name}{{{text}}} " if text else f"{name} ",
-    )
-    _RAW_LINES[cache_key] = entry
+    prefix = f"{name}{{{text}}} " if text else f"{name} "
+    return name, "counter" if kind is Kind.COUNTER else "gauge", _raw_help(name, key.metric), prefix
+
+
+@functools.cache  # one string per family, not one per series
+def _raw_help(name: str, metric: str) -> str:
+    return HELP.get(name[len(PREFIX) :], f"Loadline agent series {metric}.")
+
+
+def _cached_raw_line(key: SeriesKey, kind: Kind, node: str, pod: Identity) -> _RawLine:
+    cache_key = (key, kind is Kind.COUNTER, node, pod)  # an enum hashes in Python: slow
+    entry = _RAW_LINES.get(cache_key)
+    if entry is None:
+        if len(_RAW_LINES) > _MAX_RAW_LINES:
+            _RAW_LINES.clear()
+        entry = _RAW_LINES[cache_key] = _raw_line(key, kind, node, pod)
     return entry
 
 
@@ -321,7 +330,7 @@ def _add_raw(families: Families, inp: ExportInput) -> None:
         for sample in samples:
             pod = _identity(pods, sample.key.pod) if sample.key.pod else NO_POD
             if pod is not None and math.isfinite(sample.value):
-                family, type_, help_text, prefix = _raw_line(sample.key, sample.kind, node, pod)
+                family, type_, help_text, prefix = _cached_raw_line(sample.key, sample.kind, node, pod)
                 families.get(family, type_, help_text).lines.append(f"{prefix}{float(sample.value)!r}")
 
 
@@ -580,9 +589,8 @@ class Exporter:
         if self._read_on_scrape is not None:
             self._read_on_scrape()  # on the loop, as a collect cycle: what only a scrape reads (containers)
         raw = await asyncio.to_thread(self._raw) if self._raw is not None else b""
-        body = self.metrics_text(raw)
-        malloc.trim()
-        return Response(200, body, CONTENT_TYPE)
+        # The text is megabytes at a few hundred pods: what glibc keeps of it once freed goes back after sending.
+        return Response(200, self.metrics_text(raw), CONTENT_TYPE, after_sent=malloc.trim)
 
     async def _status_json(self) -> Response:
         assert self._status is not None

@@ -42,6 +42,7 @@ class Response:
     status: int
     body: bytes
     content_type: str = "text/plain; charset=utf-8"
+    after_sent: Callable[[], None] | None = None  # called once the body is written and this response dropped
 
 
 Handler = Callable[[], Awaitable[Response]]
@@ -112,6 +113,10 @@ class HTTPServer:
             return False
         response = await self._respond(method, path)
         await _send(writer, response, keep_alive=keep_alive, head=method == "HEAD")
+        after_sent = response.after_sent
+        del response  # the body is freed here (the transport keeps its own copy of what it has not sent yet)
+        if after_sent is not None:
+            after_sent()
         return keep_alive
 
     async def _head(self, first: bytes, reader: asyncio.StreamReader) -> tuple[str, str, str, dict[str, str]]:

@@ -210,7 +210,7 @@ class NodeAgent:
 
 
 async def run_daemon(settings: AgentSettings, *, standalone: bool = False) -> int:
-    malloc.configure()
+    malloc.limit_arenas()
     agent = NodeAgent(settings, standalone=standalone)
     try:
         await agent.start()

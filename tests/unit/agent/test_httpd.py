@@ -122,3 +122,32 @@ def test_a_slow_request_head_is_cut_off(monkeypatch) -> None:  # type: ignore[no
         writer.close()
 
     serve(scenario)
+
+
+def test_after_sent_runs_once_per_response_when_its_body_is_no_longer_held() -> None:
+    import weakref
+
+    calls: list[bool] = []
+    bodies: list[weakref.ref[bytearray]] = []
+
+    class Body(bytearray):  # bytes cannot be weakly referenced; the server only needs the buffer protocol
+        pass
+
+    async def big() -> Response:
+        body = Body(b"x" * 300_000)
+        bodies.append(weakref.ref(body))
+        # dead: the server dropped the response (and its body) before calling back
+        return Response(200, body, after_sent=lambda: calls.append(bodies[-1]() is None))  # type: ignore[arg-type]
+
+    async def run() -> None:
+        server = HTTPServer({"/big": big})
+        port = await server.start("127.0.0.1", 0)
+        try:
+            for _ in range(2):
+                status, _, body = await exchange(port, b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+                assert status == 200 and len(body) == 300_000
+        finally:
+            await server.stop()
+
+    asyncio.run(run())
+    assert calls == [True, True]
