@@ -91,7 +91,9 @@ class AgentSettings(BaseModel):
         NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE, description="node memory series reported as usage"
     )
     aggregation_interval_seconds: Seconds = Field(
-        15.0, description="seconds between aggregations for /metrics (percentiles are never computed in a scrape)"
+        15.0,
+        description="seconds between aggregations for /metrics (percentiles are never computed in a scrape); a "
+        "window is aggregated again once 1/20 of it is new samples (5m every 15 s, 10m every 30 s, 30m every 90 s)",
     )
 
     # --- collectors
