@@ -26,7 +26,8 @@ Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for
 Raw series are as of the last collect cycle: a scrape renders them (in a worker thread, at most once per
 cycle) from the sampler's last cycle, which is replaced as a whole each cycle. What only a scrape reads (the
 containers' cgroups, by default) the scrape reads first, on the loop (`read_on_scrape`). Window aggregates are rendered
-to bytes on the aggregation cadence in a worker thread from data detached from the store; a scrape only
+to bytes on the aggregation cadence in a worker thread from data detached from the store, each window only when its
+statistics were computed again (`WindowText`); a scrape only
 concatenates those with the raw series and the few self-metric lines, so it never blocks sampling, and no
 percentile is ever computed inside a scrape.
 """
@@ -368,13 +369,13 @@ class WindowText:
 
     def __init__(self) -> None:
         self._plans: dict[str, _SeriesPlan] = {}
-        self._windows: dict[tuple[str, float], tuple[_SeriesPlan, object, _Chunk]] = {}  # (plan, stats, text)
+        self._windows: dict[tuple[str, float], tuple[_SeriesPlan, WindowStats, _Chunk]] = {}  # (plan, stats, text)
 
     def render(self, inputs: Iterable[ExportInput]) -> list[bytes]:
         """The text as parts to join: each family's header, then its lines of each window."""
         families: dict[str, list[bytes]] = {}
         plans: dict[str, _SeriesPlan] = {}
-        windows: dict[tuple[str, float], tuple[_SeriesPlan, object, _Chunk]] = {}
+        windows: dict[tuple[str, float], tuple[_SeriesPlan, WindowStats, _Chunk]] = {}
         for inp in inputs:
             agg = inp.aggregates
             if agg is None:
