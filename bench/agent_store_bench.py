@@ -4,9 +4,10 @@
     .venv/bin/python bench/agent_store_bench.py --daemon 100,300 [--warmup 30] [--measure 120]
         [--variant '--container-interval-seconds 10'] [--against /tmp/before]
 
-1. Aggregation: a full report (avg + p50/p90/p95/p99 over 5m/10m/30m) for pods x 3 containers x 6
-   metrics of 1 s samples (ring full, 1890 slots), with percentiles for every series, with percentiles only
-   for node/pod series (containers avg only, as exported), and on 2 threads.
+1. Aggregation: a full report (avg + p50/p90/p95/p99 over 5m/10m/30m, every window computed) of the series the
+   agent's ring holds at that many pods x 3 containers (node and system series and 4 a pod, taken from a real
+   sampler; containers are exported raw, not stored) with 1 s samples (ring full, 1892 slots), percentiles
+   where the agent reads them, without and with gaps, and on 2 threads.
 2. Collect cycle: CPU time (process_time) per cycle of the node collector on the real /proc plus the
    cgroup collector on fixture trees (v1 cgroupfs and v2 systemd on /dev/shm), through the sampler (rates,
    derivations, ring write), one event loop as in the agent, cgroup PSI as the agent's default. Each shape runs
@@ -20,7 +21,8 @@
    15 s apart (each window computed and rendered again only once 1/20 of it is new); and RSS of that process.
 4. --daemon: the real `loadline agent --standalone` process with every default over fixture pod trees: CPU
    share (collect, aggregation, scrapes) and RSS, as a user would see them in `top`; then the import floor (RSS of
-   a fresh interpreter after `import agent.main` alone). RSS is anonymous memory (the process's own) plus file
+   a fresh interpreter after `import agent.main` alone, and after only numpy, asyncio and one pydantic model: the
+   libraries' part of it). RSS is anonymous memory (the process's own) plus file
    pages (the shared libraries' code: how much of it is resident depends on what the page cache holds; the same
    code had an import floor of 51.7 MiB from one venv and 59.1 MiB from a freshly installed one, all of it file pages).
    --variant and --against add agents (other args, another source tree) started and measured together with it,
@@ -44,7 +46,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -60,22 +62,14 @@ from agent.collectors.cgroups import CgroupCollector
 from agent.collectors.node import NodeCollector
 from agent.collectors.pods import ContainerRef, PodRef, QoSClass
 from agent.config import AgentSettings
-from agent.sampler import Sampler, wants_quantiles
-from agent.series import SeriesKey
+from agent.report import wants_window_quantiles
+from agent.sampler import Sampler
 from agent.store import SampleRing, build_report
 from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
 
 WINDOWS = (300.0, 600.0, 1800.0)
 FULL_RING_SECONDS = 1890  # the agent's ring holds the longest window + 5 %: every window full and warm after it
 PSI = AgentSettings.model_fields["psi"].default  # cgroup PSI as the agent's default (off, as koordlet's)
-METRICS = (
-    "cpu_usage_cores",
-    "cpu_cfs_throttled_ratio",
-    "memory_anon_usage_bytes",
-    "memory_working_set_bytes",
-    "pressure_cpu_some_avg10_ratio",
-    "pressure_memory_some_avg10_ratio",
-)
 
 
 def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
@@ -89,13 +83,32 @@ def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
+def stored_series(pods: int) -> list[Hashable]:
+    """The series the agent's ring holds at `pods` x 3 containers: what a real sampler stores after a few cycles over
+    a fixture tree (node and system series, 4 per pod; containers are not stored, only exported raw)."""
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
+        refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
+        tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
+        for p in refs:
+            tree.add_pod(p)
+        clock = StepClock()
+        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=0, psi=PSI)
+        sampler = Sampler([NodeCollector("/proc"), cg], windows=(WINDOWS[-1],), clock=clock, store_containers=False)
+        loop = asyncio.new_event_loop()
+        for _ in range(3):
+            loop.run_until_complete(sampler.cycle())
+            clock.t += 1.0
+        loop.close()
+        cg.close()
+        return sampler.ring.keys()
+
+
 def bench_aggregation(pods: int, repeat: int) -> None:
-    keys = [SeriesKey(m, f"pod-{p}", f"c{c}") for p in range(pods) for c in range(3) for m in METRICS]
-    keys += [SeriesKey(m, f"pod-{p}") for p in range(pods) for m in METRICS]
+    keys = stored_series(pods)
     slots = int(WINDOWS[-1] * 1.05) + 2
     print(
-        f"aggregation  {pods} pods x 3 containers x {len(METRICS)} metrics + pod series = {len(keys)} series, "
-        f"{slots} slots of 1 s, windows 5m/10m/30m, median of {repeat}"
+        f"aggregation  {pods} pods x 3 containers: the {len(keys)} series the agent stores (node, system, 4 a pod), "
+        f"{slots} slots of 1 s, windows 5m/10m/30m, every window computed, median of {repeat}"
     )
     for gaps, label in ((0.0, "no gaps (steady state)"), (0.002, "0.2 % random gaps (every row gappy)")):
         ring = SampleRing(slots, initial_rows=len(keys), max_rows=len(keys))
@@ -106,13 +119,14 @@ def bench_aggregation(pods: int, repeat: int) -> None:
             ring.append_column(1000.0 + t, keys, values)
         now = float(ring.times[ring.head])
         print(f"  {label}, ring {ring.nbytes() / 2**20:.1f} MiB")
-        wall, cpu = timed(lambda: build_report(ring, now, WINDOWS), repeat)  # noqa: B023
-        print(f"    percentiles for all series           wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
-        wall, cpu = timed(lambda: build_report(ring, now, WINDOWS, wants_quantiles=wants_quantiles), repeat)  # noqa: B023
-        print(f"    percentiles for node/pod series only wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
+        wall, cpu = timed(lambda: build_report(ring, now, WINDOWS, wants_quantiles=wants_window_quantiles), repeat)  # noqa: B023
+        print(f"    as the agent (percentiles where read) wall {wall:6.1f} ms   cpu {cpu:6.1f} ms")
         with ThreadPoolExecutor(2) as pool:
-            wall, cpu = timed(lambda: build_report(ring, now, WINDOWS, executor=pool), repeat)  # noqa: B023
-        print(f"    all series, 2 threads                wall {wall:6.1f} ms   cpu {cpu:6.1f} ms (both threads)")
+            wall, cpu = timed(
+                lambda: build_report(ring, now, WINDOWS, wants_quantiles=wants_window_quantiles, executor=pool),  # noqa: B023
+                repeat,
+            )
+        print(f"    the same on 2 threads                 wall {wall:6.1f} ms   cpu {cpu:6.1f} ms (both threads)")
 
 
 class StepClock:
@@ -399,16 +413,32 @@ def daemon_runs(variants: list[str], against: list[str]) -> list[DaemonRun]:
 
 
 def import_floor() -> None:
-    """RSS of a fresh interpreter after `import agent.main` and nothing else: what the daemon cannot go below."""
+    """RSS of fresh interpreters: after `import agent.main` and nothing else (what the daemon cannot go below), and
+    after only the libraries the standalone agent cannot run without (numpy, asyncio, one pydantic model for its
+    configuration): the part of the floor that is not Loadline's code."""
     probe = (
-        "import re\n"
-        "def rss(): return int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) / 1024\n"
-        "bare = rss()\nimport agent.main\nprint(f'{bare:.1f} {rss():.1f}')"
+        "import re, sys\n"
+        "def rss():\n"
+        "    kib = dict(re.findall(r'(VmRSS|RssAnon|RssFile):\\s+(\\d+)', open('/proc/self/status').read()))\n"
+        "    return ' '.join(f'{int(kib[k]) / 1024:.1f}' for k in ('VmRSS', 'RssAnon', 'RssFile'))\n"
+        "bare = rss().split()[0]\n"
+        "if sys.argv[1] == 'agent':\n"
+        "    import agent.main\n"
+        "else:\n"
+        "    import asyncio, numpy, pydantic\n"
+        "    class Settings(pydantic.BaseModel):\n"
+        "        interval: float = 1.0\n"
+        "    Settings()\n"
+        "print(bare, rss())"
     )
     repo = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, "-c", probe], cwd=repo, capture_output=True, text=True, check=True)
-    bare, imported = (float(x) for x in out.stdout.split())
-    print(f"import floor: RSS {imported:.1f} MiB after `import agent.main` alone (the interpreter {bare:.1f} MiB)")
+    for what, label in (
+        ("agent", "after `import agent.main` alone"),
+        ("libraries", "after numpy, asyncio and one pydantic model alone"),
+    ):
+        run = subprocess.run([sys.executable, "-c", probe, what], cwd=repo, capture_output=True, text=True, check=True)
+        bare, rss, anon, file = run.stdout.split()
+        print(f"import floor: RSS {rss} MiB {label} (anonymous {anon}, file {file}; the interpreter {bare} MiB)")
 
 
 def main() -> None:
