@@ -83,24 +83,50 @@ def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
-def stored_series(pods: int) -> list[Hashable]:
-    """The series the agent's ring holds at `pods` x 3 containers: what a real sampler stores after a few cycles over
-    a fixture tree (node and system series, 4 per pod; containers are not stored, only exported raw)."""
+@dataclass
+class AgentSampling:
+    """The agent's sampling over a fixture tree of pods x 3 containers (v2, systemd), as the agent samples: node and
+    cgroup collectors through the sampler, containers not stored, on an event loop of its own and a stepped clock."""
+
+    refs: list[PodRef]
+    sampler: Sampler
+    cgroups: CgroupCollector
+    clock: StepClock
+    loop: asyncio.AbstractEventLoop
+
+    def sample(self, cycles: int) -> None:
+        """`cycles` collect cycles 1 s apart; containers read every 15th, as a scrape every 15 s would read them."""
+        for _ in range(cycles):
+            self.loop.run_until_complete(self.sampler.cycle())
+            if self.sampler.cycles % 15 == 0:
+                self.cgroups.read_on_scrape(self.clock.t)
+            self.clock.t += 1.0
+
+
+@contextmanager
+def agent_sampling(pods: int, retention: float) -> Iterator[AgentSampling]:
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
         refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
         tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
         for p in refs:
             tree.add_pod(p)
         clock = StepClock()
-        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=0, psi=PSI)
-        sampler = Sampler([NodeCollector("/proc"), cg], windows=(WINDOWS[-1],), clock=clock, store_containers=False)
+        cgroups = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=0, psi=PSI)
+        sampler = Sampler([NodeCollector("/proc"), cgroups], windows=(retention,), clock=clock, store_containers=False)
         loop = asyncio.new_event_loop()
-        for _ in range(3):
-            loop.run_until_complete(sampler.cycle())
-            clock.t += 1.0
-        loop.close()
-        cg.close()
-        return sampler.ring.keys()
+        try:
+            yield AgentSampling(refs, sampler, cgroups, clock, loop)
+        finally:
+            loop.close()
+            cgroups.close()
+
+
+def stored_series(pods: int) -> list[Hashable]:
+    """The series the agent's ring holds at `pods` x 3 containers: what a real sampler stores after a few cycles over
+    a fixture tree (node and system series, 4 per pod; containers are not stored, only exported raw)."""
+    with agent_sampling(pods, WINDOWS[-1]) as sampling:
+        sampling.sample(3)
+        return sampling.sampler.ring.keys()
 
 
 def bench_aggregation(pods: int, repeat: int) -> None:
@@ -251,28 +277,11 @@ def bench_full_ring(pods: int, repeat: int = 5) -> None:
     from agent.exporter import ExportInput, WindowText
     from agent.report import Aggregates, PodIdentity, ReportPolicy, aggregate
 
-    with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
-        refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
-        tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
-        for p in refs:
-            tree.add_pod(p)
-        clock = StepClock()
-        policy = ReportPolicy()
-        cg = CgroupCollector(lambda: refs, tmp, interval=1.0, container_interval=0, psi=PSI)
-        sampler = Sampler(
-            [NodeCollector("/proc"), cg], windows=(policy.retention_seconds,), clock=clock, store_containers=False
-        )
-        loop = asyncio.new_event_loop()
-
-        def sample(cycles: int) -> None:
-            for _ in range(cycles):
-                loop.run_until_complete(sampler.cycle())
-                if sampler.cycles % 15 == 0:
-                    cg.read_on_scrape(clock.t)
-                clock.t += 1.0
-
+    policy = ReportPolicy()
+    with agent_sampling(pods, policy.retention_seconds) as sampling:
+        sampler, clock, sample = sampling.sampler, sampling.clock, sampling.sample
         sample(sampler.ring.slots + 5)
-        infos = {p.uid: PodIdentity(p.uid, p.namespace, p.name, "", "LS") for p in refs}
+        infos = {p.uid: PodIdentity(p.uid, p.namespace, p.name, "", "LS") for p in sampling.refs}
 
         def aggregation_loop(steps: int, previous: bool) -> tuple[list[float], list[float], int]:
             text, last = WindowText(), None
@@ -300,8 +309,6 @@ def bench_full_ring(pods: int, repeat: int = 5) -> None:
             f"{r_ms:.1f} ms ({size / 1024:.0f} KiB); the loop every 15 s, mean of 12: aggregation {la_ms:.1f} ms, "
             f"render {lr_ms:.1f} ms = {(la_ms + lr_ms) / 150:.2f} % of a core. RSS {rss / 2**20:.1f} MiB"
         )
-        loop.close()
-        cg.close()
 
 
 @dataclass(frozen=True)
