@@ -52,11 +52,6 @@ class CycleResult:
     duration_seconds: float
 
 
-def wants_quantiles(key: Hashable) -> bool:
-    """Percentiles are read for node, system and pod series; containers only need raw values and avg."""
-    return not (isinstance(key, SeriesKey) and key.container)
-
-
 class Sampler:
     def __init__(
         self,

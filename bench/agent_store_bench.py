@@ -83,6 +83,16 @@ def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
     return statistics.median(walls) * 1e3, statistics.median(cpus) * 1e3
 
 
+class StepClock:
+    """Monotonic time advancing exactly one interval per cycle, so back-to-back cycles look like 1 s ones."""
+
+    def __init__(self) -> None:
+        self.t = 10_000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 @dataclass
 class AgentSampling:
     """The agent's sampling over a fixture tree of pods x 3 containers (v2, systemd), as the agent samples: node and
@@ -153,16 +163,6 @@ def bench_aggregation(pods: int, repeat: int) -> None:
                 repeat,
             )
         print(f"    the same on 2 threads                 wall {wall:6.1f} ms   cpu {cpu:6.1f} ms (both threads)")
-
-
-class StepClock:
-    """Monotonic time advancing exactly one interval per cycle, so back-to-back cycles look like 1 s ones."""
-
-    def __init__(self) -> None:
-        self.t = 10_000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def measure_cycles(

@@ -18,7 +18,8 @@ from agent.collectors.node import NodeCollector
 from agent.collectors.pods import QoSClass
 from agent.collectors.registry import close_collectors
 from agent.collectors.system import system_usage
-from agent.sampler import Sampler, wants_quantiles
+from agent.report import wants_window_quantiles
+from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
@@ -194,12 +195,6 @@ def test_system_usage_is_clamped() -> None:
     assert system_usage(10.0, [2.0], [3.0]) == 5.0
 
 
-def test_quantile_policy() -> None:
-    assert wants_quantiles(SeriesKey(CPU_USAGE_CORES, "pod"))
-    assert wants_quantiles(SeriesKey(NODE_CPU_USAGE_CORES))
-    assert not wants_quantiles(SeriesKey(CPU_USAGE_CORES, "pod", "container"))
-
-
 def test_registry_table() -> None:
     names = ["node", "cgroups", "gpu", "infiniband", "netdev"]
     assert [spec.name for spec in COLLECTORS] == names
@@ -237,7 +232,7 @@ def test_end_to_end_on_fake_trees(tmp_path: Path) -> None:
             tree.write(tree.pod_rel(p), CgroupValues(cpu_ns=10**9 + i * 250_000_000))  # 0.25 cores each
         asyncio.run(s.cycle())
         clock.t += 1.0
-    report = build_report(s.ring, clock.t - 1.0, (10.0, 20.0), wants_quantiles=wants_quantiles)
+    report = build_report(s.ring, clock.t - 1.0, (10.0, 20.0), wants_quantiles=wants_window_quantiles)
     node = report.usage(SeriesKey(NODE_CPU_USAGE_CORES), 20.0)
     assert node is not None and node["p99"] == pytest.approx(1.5)
     system = report.usage(SeriesKey(SYSTEM_CPU_USAGE_CORES), 10.0)
