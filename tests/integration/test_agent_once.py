@@ -15,6 +15,7 @@ import yaml
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.pods import QoSClass
 from common.api.nodemetric import NodeMetric
+from common.api.quantity import parse_quantity
 from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +35,11 @@ def loadline(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str
     )
 
 
+def cores(text: str) -> float:
+    """A core count as `--once` prints it: `1.25`, or millicores (`9m`) below 0.01 of a core, as kubectl does."""
+    return parse_quantity(text).as_float()
+
+
 def test_once_prints_a_table_in_human_units_with_windows_that_fit() -> None:
     result = loadline("agent", "--once", "--once-seconds", "4", "--collect-interval", "0.5")
     assert result.returncode == 0, result.stderr
@@ -42,14 +48,14 @@ def test_once_prints_a_table_in_human_units_with_windows_that_fit() -> None:
     capacity = lines[1].split()
     assert capacity[0] == "capacity" and float(capacity[1]) == cpus and capacity[3] in ("GiB", "MiB")
     usage = next(line for line in lines if line.startswith("node usage")).split()
-    assert 0 <= float(usage[2]) <= cpus and usage[4] in ("GiB", "MiB")  # cores, then human memory, never bytes
+    assert 0 <= cores(usage[2]) <= cpus and usage[4] in ("GiB", "MiB")  # cores, then human memory, never bytes
     # the default windows fit the 4 s of sampling: 2s and 4s, both with percentiles, none above capacity
     windows = [line for line in lines if line.startswith("window ")]
     assert [w.split()[1] for w in windows] == ["2s", "4s"], result.stdout
     for w in windows:
         values = dict(zip(w.split()[3::2], w.split()[4::2], strict=True))
         assert set(values) == {"avg", "p50", "p90", "p95", "p99"}
-        assert all(0 <= float(v) <= cpus for v in values.values()), w
+        assert all(0 <= cores(v) <= cpus for v in values.values()), w
     progress = [line for line in result.stderr.splitlines() if line.startswith("sampling ")]
     assert len(progress) >= 3 and progress[-1].startswith("sampling 4.0/4s"), result.stderr
 
