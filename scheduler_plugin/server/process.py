@@ -57,7 +57,7 @@ class SchedulerProcess:
         self.reporter = Reporter(http, self.identity, event_http=self.event_http, health=self.health)
         self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
         self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder,
-                                                 tie_break_seed=options.tie_break_seed)
+                                                 tie_break_seed=options.tie_break_seed, api=http)
         self.scheduler = Scheduler(
             self.frameworks,
             self.snapshot,
@@ -68,10 +68,12 @@ class SchedulerProcess:
             unschedulable_timeout_seconds=options.unschedulable_timeout_seconds,
             explain_capacity=options.explain_cache_size,
         )
-        self.malformed = MalformedObjects(("Node", "Pod", "NodeMetric", "PodDisruptionBudget", "PodGroup"))
+        watched = watched_by(p for f in self.frameworks.values() for p in f.plugins.values())
+        kinds = ("Node", "Pod", "PodDisruptionBudget", *(r.kind for r in watched))
+        self.malformed = MalformedObjects(dict.fromkeys(kinds))
         self.cache = ClusterCache(
             http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds,
-            resources=watched_by(p for f in self.frameworks.values() for p in f.plugins.values()),
+            resources=watched,
         )
         election = options.leader_election
         # The Lease is renewed over its own connections: behind thousands of queued bindings and events a
