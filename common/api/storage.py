@@ -97,6 +97,14 @@ class VolumeAffinity:
 
     terms: tuple[tuple[Requirement, ...], ...]
     problem: str | None = None
+    # Hashed once: thousands of PVs are grouped by their affinity every scheduling cycle.
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.terms, self.problem)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return any(all(req.matches(labels.get(req.key)) for req in term) for term in self.terms)

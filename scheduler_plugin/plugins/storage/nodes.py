@@ -59,8 +59,11 @@ class AffinityMasks:
                 and affinity.terms[0][0].operator == "In":  # fmt: skip
             req = affinity.terms[0][0]
             by_value = self._index(req.key)
-            parts = [by_value[v] for v in sorted(set(req.values)) if v in by_value]
-            found = np.sort(np.concatenate(parts)) if len(parts) > 1 else (parts[0] if parts else _NO_POSITIONS)
+            if len(req.values) == 1:
+                found = by_value.get(req.values[0], _NO_POSITIONS)
+            else:
+                parts = [by_value[v] for v in set(req.values) if v in by_value]
+                found = np.sort(np.concatenate(parts)) if parts else _NO_POSITIONS
         else:
             found = np.flatnonzero(self.of(affinity))
         self._positions[affinity] = found

@@ -159,7 +159,8 @@ class PersistentVolumes(_AssumeStore[PersistentVolume]):
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__(parse_persistent_volume, lambda pv: pv.resource_version)
         self._by_class: dict[str, set[str]] = {}
-        self._sorted: dict[str, tuple[int, tuple[PersistentVolume, ...]]] = {}
+        self._members_version = 0  # bumped when a PV is added, changed or removed (not when assumed)
+        self._sorted: dict[str, tuple[int, list[str]]] = {}
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
         super().upsert(obj)
@@ -170,10 +171,12 @@ class PersistentVolumes(_AssumeStore[PersistentVolume]):
 
     def _added(self, key: str, item: PersistentVolume) -> None:
         super()._added(key, item)
+        self._members_version += 1
         self._by_class.setdefault(item.storage_class, set()).add(key)
 
     def _removed(self, key: str, item: PersistentVolume) -> None:
         super()._removed(key, item)
+        self._members_version += 1
         names = self._by_class.get(item.storage_class)
         if names is not None:
             names.discard(key)
@@ -183,13 +186,12 @@ class PersistentVolumes(_AssumeStore[PersistentVolume]):
     def in_class(self, storage_class: str) -> tuple[PersistentVolume, ...]:
         """The PVs of a class as VolumeBinding sees them (assumed versions included), smallest first."""
         cached = self._sorted.get(storage_class)
-        if cached is not None and cached[0] == self.version:
-            return cached[1]
-        found = [pv for name in self._by_class.get(storage_class, ()) if (pv := self.get(name)) is not None]
-        found.sort(key=lambda pv: (pv.capacity, pv.name))
-        result = tuple(found)
-        self._sorted[storage_class] = (self.version, result)
-        return result
+        if cached is None or cached[0] != self._members_version:
+            # (capacity and name do not change when a PV is assumed: the order holds until a PV changes)
+            members = [self._items[name] for name in self._by_class.get(storage_class, ())]
+            members.sort(key=lambda pv: (pv.capacity.nanos, pv.name))
+            cached = self._sorted[storage_class] = (self._members_version, [pv.name for pv in members])
+        return tuple(pv for name in cached[1] if (pv := self.get(name)) is not None)
 
     def assume(self, pv: PersistentVolume) -> None:
         self._assume(pv.name, pv)

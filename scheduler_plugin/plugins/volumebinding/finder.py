@@ -226,11 +226,12 @@ def _eligible(
     the class's order (smallest first)."""
     prebound: list[PersistentVolume] = []
     others: list[PersistentVolume] = []
+    size = claim.size.nanos
     for pv in pvs:
-        is_prebound = pv.bound_to(claim.namespace, claim.name, claim.uid)
+        is_prebound = pv.claim_ref is not None and pv.bound_to(claim.namespace, claim.name, claim.uid)
         if pv.claim_ref is not None and not is_prebound:
             continue
-        if pv.capacity < claim.size or pv.volume_mode != claim.volume_mode:
+        if pv.capacity.nanos < size or pv.volume_mode != claim.volume_mode:
             continue
         if pv.attributes_class != claim.attributes_class or pv.deleting:
             continue
@@ -263,14 +264,15 @@ def _match(run: _Pass, candidates: Candidates, pvs: Sequence[PersistentVolume], 
     if not candidates.groups or not open_rows.any():
         return taken
     position_parts: list[IntArray] = []
-    order_parts: list[IntArray] = []
+    member_orders: list[int] = []
     for affinity, members in candidates.groups:
         positions = run.masks.positions(affinity)
         for order in members:
             position_parts.append(positions)
-            order_parts.append(np.full(positions.size, order, np.int64))
+            member_orders.append(order)
+    sizes = np.fromiter((p.size for p in position_parts), np.int64, len(position_parts))
     positions = np.concatenate(position_parts)
-    orders = np.concatenate(order_parts)
+    orders = np.repeat(np.asarray(member_orders, np.int64), sizes)
     ids = candidates.others
     keep = open_rows[positions]
     for before in earlier:
