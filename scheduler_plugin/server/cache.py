@@ -56,7 +56,7 @@ class ClusterListener(Protocol):
 
 
 def _crd_name(resource: WatchedResource) -> str:
-    return f"{resource.plural}.{resource.group}"
+    return f"{resource.plural}.{resource.group}" if resource.group else resource.plural
 
 
 # What scheduling reads from a Node; anything else changing (heartbeats) is not an event.

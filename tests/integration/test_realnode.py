@@ -403,8 +403,8 @@ def test_loadline_scheduler_binds_a_statefulsets_local_volumes_and_the_data_surv
         pods = {p["metadata"]["name"]: p for p in real_cluster.kubectl_json("get", "pods", "-n", workload_ns,
                                                                            "-l", "app=web")["items"]}  # fmt: skip
         assert sorted(pods) == ["web-0", "web-1", "web-2"]
-        for pod_name, pod in pods.items():
-            assert pod["spec"]["nodeName"] == node and pod["status"]["phase"] == "Running", pod_name
+        for pod_name, replica in pods.items():
+            assert replica["spec"]["nodeName"] == node and replica["status"]["phase"] == "Running", pod_name
         claims = {c["metadata"]["name"]: c for c in real_cluster.kubectl_json("get", "pvc", "-n", workload_ns)["items"]}
         volumes = {c["spec"]["volumeName"] for c in claims.values()}
         assert volumes == {f"{name}-{i}" for i in range(3)}, claims  # one PV each, all bound by the PV controller
