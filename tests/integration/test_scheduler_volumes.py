@@ -241,14 +241,23 @@ def normalize(message: str, s: Side) -> str:
 
 
 @pytest.fixture(scope="module")
-def decided(control_plane: ControlPlane, kwok: Any) -> Iterator[dict[str, dict[str, Outcome | None]]]:
+def pv_controller(control_plane: ControlPlane) -> Iterator[None]:
+    """kube-controller-manager with only the PV binder and the ephemeral volume controller (nothing else of it acts
+    on the other tests' objects), for this module."""
+    kcm = control_plane.start_controller_manager(("persistentvolume-binder-controller", "ephemeral-volume-controller"))
+    try:
+        yield
+    finally:
+        control_plane.stop_component(kcm)
+
+
+@pytest.fixture(scope="module")
+def decided(control_plane: ControlPlane, kwok: Any, pv_controller: None) -> Iterator[dict[str, dict[str, Outcome | None]]]:
     plane, api = control_plane, Api(control_plane)
     run = uuid.uuid4().hex[:4]
     sides = [(case, Side(side, case.name, run)) for case in CASES for side in SIDES]
     created: list[Obj] = []
     with contextlib.ExitStack() as stack:
-        kcm = plane.start_controller_manager(("persistentvolume-binder-controller", "ephemeral-volume-controller"))
-        stack.callback(plane.stop_component, kcm)
         kube = plane.start_kube_scheduler([{"schedulerName": KUBE_PROFILE}], name=f"kube-scheduler-volumes-{run}")
         stack.callback(plane.stop_component, kube)
         stack.enter_context(running_scheduler(plane, scheduler_config()))
@@ -322,3 +331,70 @@ def test_loadline_decides_as_kube_scheduler(decided: dict[str, dict[str, Outcome
     assert kube is not None, f"kube-scheduler did not decide {case} within {DECIDE_SECONDS}s"
     assert ours == kube, f"{case}: kube-scheduler {kube!r}, loadline {ours!r}"
     print(f"\n{case}: {json.dumps(kube)}")
+
+
+def test_prebind_times_out_rolls_back_retries_and_binds_once_the_volume_is_provisioned(
+    cluster: ControlPlane, kwok: Any, pv_controller: None, kwok_nodes: Callable[..., list[str]], namespace: str,
+) -> None:
+    """A claim of a class whose provisioner never answers: PreBind marks it for provisioning on the node, waits
+    bindTimeoutSeconds, fails (the event says so), the pod is rolled back and retried with backoff; `loadline
+    explain` says what PreBind waits for. Once a PV appears for the claim (the test plays the provisioner) the PV
+    controller binds it and the next attempt binds the pod there."""
+    api = Api(cluster)
+    suite = f"prebind-{uuid.uuid4().hex[:6]}"
+    side = Side("ours", suite, "x")
+    (node_name,) = kwok_nodes(1, labels={"loadline.test/copy": side.prefix})
+    slow = storage_class(f"{suite}-slow", provisioner="example.com/never")
+    api.create(path_of(slow), for_api(slow))
+    api.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+               for_api(claim("data", namespace, storage_class=slow["metadata"]["name"])))  # fmt: skip
+    config = scheduler_config({"pluginConfig": [{"name": "VolumeBinding", "args": {"bindTimeoutSeconds": 3}}]},
+                              podInitialBackoffSeconds=1, podMaxBackoffSeconds=2)
+    pod = with_claims(side.pod(), "data")
+    pod["metadata"]["namespace"] = namespace
+    with running_scheduler(cluster, config) as scheduler:
+        api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/data"
+
+        def explained() -> str:
+            status, doc = scheduler.get_json(f"/explain/{namespace}/p")
+            return " ".join(str(v.get("binding") or "") for v in doc.get("volumes") or []) if status == 200 else ""
+
+        deadline = time.monotonic() + 30
+        seen_waiting = ""
+        while time.monotonic() < deadline and not seen_waiting:
+            seen_waiting = explained()
+            time.sleep(0.2)
+        assert f"PreBind: provisioning on {node_name}, waiting for the provisioner" in seen_waiting
+        selected = api.get(claim_path)["metadata"]["annotations"].get("volume.kubernetes.io/selected-node")
+        assert selected == node_name
+
+        def failed_prebind() -> bool:
+            return any("binding volumes: timed out after 3s" in e.get("note", "") for e in api.events(namespace)
+                       if e.get("reason") == "FailedScheduling")  # fmt: skip
+
+        deadline = time.monotonic() + 30
+        while not failed_prebind():
+            assert time.monotonic() < deadline, f"no FailedScheduling event for the PreBind timeout: {api.events(namespace)}"
+            time.sleep(0.5)
+        assert not api.get(f"/api/v1/namespaces/{namespace}/pods/p")["spec"].get("nodeName")
+
+        # The provisioner's answer: a PV for the claim on that node. The PV controller binds them.
+        uid = api.get(claim_path)["metadata"]["uid"]
+        pv = persistent_volume(f"{suite}-pv", storage_class=slow["metadata"]["name"], hostname=node_name,
+                               claim_ref=(namespace, "data", uid))  # fmt: skip
+        pv["metadata"]["annotations"] = {"pv.kubernetes.io/provisioned-by": "example.com/never"}
+        api.create("/api/v1/persistentvolumes", for_api(pv))
+        # (the PV controller binds a pre-bound PV when it syncs the claim: an update now, not its 15 s resync)
+        api.merge_patch(claim_path, {"metadata": {"annotations": {"loadline.test/provisioned": "yes"}}})
+        try:
+            deadline = time.monotonic() + 60
+            while not api.get(f"/api/v1/namespaces/{namespace}/pods/p")["spec"].get("nodeName"):
+                assert time.monotonic() < deadline, "the pod was not bound after its volume was provisioned"
+                time.sleep(0.5)
+            assert api.get(f"/api/v1/namespaces/{namespace}/pods/p")["spec"]["nodeName"] == node_name
+            assert api.get(claim_path)["spec"]["volumeName"] == pv["metadata"]["name"]
+        finally:
+            api.delete_now(f"/api/v1/namespaces/{namespace}/pods/p")
+            api.delete_now(f"/api/v1/persistentvolumes/{pv['metadata']['name']}")
+            api.delete_now(f"/apis/storage.k8s.io/v1/storageclasses/{slow['metadata']['name']}")
