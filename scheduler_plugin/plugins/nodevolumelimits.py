@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 from pydantic import BaseModel
@@ -48,6 +47,7 @@ from scheduler_plugin.plugins.storage import (
     StorageClasses,
     VolumeAttachments,
 )
+from scheduler_plugin.plugins.storage.simulated import SimulatedPods
 
 NAME = "NodeVolumeLimits"
 STATE = "NodeVolumeLimits/simulated"
@@ -60,17 +60,6 @@ class VolumeLookupError(Exception):
     def __init__(self, message: str, *, not_found: bool) -> None:
         super().__init__(message)
         self.not_found = not_found
-
-
-@dataclass(slots=True)
-class SimulatedPods:
-    """Pods preemption took away from (or added to) node rows in this cycle."""
-
-    removed: dict[int, set[str]] = field(default_factory=dict)
-    added: dict[int, list[PodInfo]] = field(default_factory=dict)
-
-    def clone(self) -> SimulatedPods:
-        return SimulatedPods({k: set(v) for k, v in self.removed.items()}, {k: list(v) for k, v in self.added.items()})
 
 
 class NodeVolumeLimits:
@@ -99,23 +88,12 @@ class NodeVolumeLimits:
     # ------------------------------------------------------------------ simulations (preemption)
     def add_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
                  pods: Sequence[PodInfo]) -> Status:
-        simulated = self._simulated(state)
-        for row, other in zip(rows.tolist(), pods, strict=True):
-            if other.key in simulated.removed.get(row, ()):
-                simulated.removed[row].discard(other.key)
-            else:
-                simulated.added.setdefault(row, []).append(other)
+        self._simulated(state).apply(rows, pods, 1)
         return SUCCESS
 
     def remove_pods(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IndexArray,
                     pods: Sequence[PodInfo]) -> Status:
-        simulated = self._simulated(state)
-        for row, other in zip(rows.tolist(), pods, strict=True):
-            added = simulated.added.get(row, [])
-            if any(p.key == other.key for p in added):
-                simulated.added[row] = [p for p in added if p.key != other.key]
-            else:
-                simulated.removed.setdefault(row, set()).add(other.key)
+        self._simulated(state).apply(rows, pods, -1)
         return SUCCESS
 
     @staticmethod
@@ -158,9 +136,10 @@ class NodeVolumeLimits:
 
     def _exceeds(self, snapshot: Snapshot, row: int, csi_node: CSINode, new: Volumes,
                  simulated: SimulatedPods | None) -> bool:
-        attached = dict(self._attached_on(snapshot, row, csi_node))
-        if simulated is not None and (simulated.removed.get(row) or simulated.added.get(row)):
-            attached = self._pods_volumes(snapshot, row, csi_node, simulated)
+        if simulated is not None and simulated.touches(row):
+            attached = self._pods_volumes(simulated.pods_on(snapshot, row), snapshot, csi_node)
+        else:
+            attached = self._attached_on(snapshot, row, csi_node)
         counts: dict[str, int] = {}
         for unique, driver in attached.items():
             new.pop(unique, None)  # a volume already on the node is not attached again
@@ -185,15 +164,11 @@ class NodeVolumeLimits:
         cached = self._attached.get(row)
         if cached is not None and cached[0] == key:
             return cached[1]
-        volumes = self._pods_volumes(snapshot, row, csi_node, None)
+        volumes = self._pods_volumes([r.pod for r in snapshot.node(row).pods.values()], snapshot, csi_node)
         self._attached[row] = (key, volumes)
         return volumes
 
-    def _pods_volumes(self, snapshot: Snapshot, row: int, csi_node: CSINode,
-                      simulated: SimulatedPods | None) -> Volumes:
-        removed = simulated.removed.get(row, set()) if simulated is not None else set()
-        pods = [r.pod for key, r in snapshot.node(row).pods.items() if key not in removed]
-        pods += simulated.added.get(row, []) if simulated is not None else []
+    def _pods_volumes(self, pods: Sequence[PodInfo], snapshot: Snapshot, csi_node: CSINode) -> Volumes:
         out: Volumes = {}
         for other in pods:
             if other.volumes:

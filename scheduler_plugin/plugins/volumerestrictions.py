@@ -36,6 +36,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status
 from scheduler_plugin.plugins.storage import PERSISTENT_VOLUME_CLAIMS, PersistentVolumeClaims
+from scheduler_plugin.plugins.storage.simulated import SimulatedPods
 
 NAME = "VolumeRestrictions"
 STATE = "PreFilterVolumeRestrictions"
@@ -63,16 +64,12 @@ def _disks(pod: PodInfo) -> list[InlineDisk]:
 class RestrictionsState:
     read_write_once_pod: frozenset[str]  # names of the pod's claims with ReadWriteOncePod
     in_use: int  # how many of them scheduled pods use
-    # Simulated pods (preemption, nominated pods), per node row: the change of `in_use` there, the pods
-    # taken away and the pods added.
+    # Simulated pods (preemption, nominated pods), per node row: the change of `in_use` there, and the pods.
     in_use_delta: dict[int, int] = field(default_factory=dict)
-    removed: dict[int, set[str]] = field(default_factory=dict)
-    added: dict[int, list[PodInfo]] = field(default_factory=dict)
+    simulated: SimulatedPods = field(default_factory=SimulatedPods)
 
     def clone(self) -> RestrictionsState:
-        return RestrictionsState(self.read_write_once_pod, self.in_use, dict(self.in_use_delta),
-                                 {k: set(v) for k, v in self.removed.items()},
-                                 {k: list(v) for k, v in self.added.items()})  # fmt: skip
+        return RestrictionsState(self.read_write_once_pod, self.in_use, dict(self.in_use_delta), self.simulated.clone())
 
     def uses(self, pod: PodInfo) -> int:
         """conflictingPVCRefCountForPod: the pod's claim volumes named like one of ours (by name only, as there)."""
@@ -139,17 +136,7 @@ class VolumeRestrictions:
             uses = data.uses(other)
             if uses:
                 data.in_use_delta[row] = data.in_use_delta.get(row, 0) + sign * uses
-            if sign > 0:
-                if other.key in data.removed.get(row, ()):
-                    data.removed[row].discard(other.key)
-                else:
-                    data.added.setdefault(row, []).append(other)
-            else:
-                added = data.added.get(row, [])
-                if any(p.key == other.key for p in added):
-                    data.added[row] = [p for p in added if p.key != other.key]
-                else:
-                    data.removed.setdefault(row, set()).add(other.key)
+        data.simulated.apply(rows, pods, sign)
         return SUCCESS
 
     # ------------------------------------------------------------------ Filter
@@ -176,11 +163,11 @@ class VolumeRestrictions:
         for disk in disks:
             for key in users.get((disk.kind, disk.id), ()):
                 record = snapshot.records.get(key)
-                if record is None or key == pod.key or key in data.removed.get(record.node_index, ()):
+                if record is None or key == pod.key or key in data.simulated.removed.get(record.node_index, ()):
                     continue
                 if any(disk.conflicts(theirs) for theirs in _disks(record.pod)):
                     rows.add(record.node_index)
-        for row, added in data.added.items():
+        for row, added in data.simulated.added.items():
             if any(disk.conflicts(theirs) for other in added for theirs in _disks(other) for disk in disks):
                 rows.add(row)
         if not rows:
