@@ -28,6 +28,7 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.plugins.storage import PersistentVolumeClaims, PersistentVolumes
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.apihealth import ApiHealth
 from scheduler_plugin.server.binder import APIBinder
@@ -101,6 +102,12 @@ class SchedulerProcess:
         m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
         m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.store(PodGroups))))
         m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(len(snap.store(NodeLoads))))
+        m.CACHE_SIZE.labels("persistent_volumes").set_function(lambda: float(len(snap.store(PersistentVolumes))))
+        m.CACHE_SIZE.labels("persistent_volume_claims").set_function(
+            lambda: float(len(snap.store(PersistentVolumeClaims))))
+        # PVs and claims VolumeBinding assumed in Reserve whose writes the watch has not shown yet
+        pvs, claims = snap.store(PersistentVolumes), snap.store(PersistentVolumeClaims)
+        m.CACHE_SIZE.labels("assumed_volumes").set_function(lambda: float(pvs.assumed_count() + claims.assumed_count()))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.scheduler.leading
