@@ -320,6 +320,12 @@ def collect(api: Api, sides: list[tuple[Case, Side]]) -> dict[str, dict[str, Out
 
 
 def _delete(api: Api, created: list[Obj]) -> None:
+    """Every pod of the copies first (a pending one would be another test's scheduler's work: the session's API
+    server has no namespace controller to delete them with their namespace), then the cluster-scoped objects."""
+    for obj in created:
+        if obj["kind"] == "Namespace":
+            for pod in api.pods(obj["metadata"]["name"]):
+                api.delete_now(f"/api/v1/namespaces/{obj['metadata']['name']}/pods/{pod['metadata']['name']}")
     for obj in reversed(created):
         if obj["kind"] in ("Namespace", "PersistentVolume", "StorageClass", "CSINode", "CSIDriver", "Node"):
             api.delete_now(f"{path_of(obj) if obj['kind'] != 'Node' else '/api/v1/nodes'}/{obj['metadata']['name']}")
