@@ -53,7 +53,9 @@ rejected it and the reason (the same reasons as in the pod's FailedScheduling ev
 "0/N nodes are available: ..."), or its score per plugin as normalised score × weight
 and the weighted total the scheduler compared — the chosen node is marked. For a pod in
 a gang (PodGroup or gang labels/annotations) the gang's state follows: its minMember and
-which members are bound, waiting in Permit for the rest, or still pending.
+which members are bound, waiting in Permit for the rest, or still pending. A pod with
+PersistentVolumeClaims gets its claims' state (bound volume, class and binding mode, the
+node a claim waits to be provisioned on, what PreBind is waiting for).
 
 The scheduler keeps the last attempt of its most recent pods in memory; ask the replica
 that holds the leader Lease (a standby has not scheduled anything).
@@ -148,6 +150,23 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
             lines.append("")
             lines.append("Rejections by plugin:")
             lines.extend(f"  {count:>5}  {what}" for what, count in sorted(rejected.items(), key=lambda kv: -kv[1]))
+    volumes = doc.get("volumes") or []
+    if volumes:
+        lines.append("")
+        lines.append("Volumes:")
+        for v in volumes:
+            what = f"  {v['volume']} -> claim {v['claim']}" + (" (ephemeral)" if v.get("ephemeral") else "")
+            if v.get("phase") is not None or v.get("volumeName"):
+                what += f": {v.get('phase') or 'Pending'}"
+                what += f", volume {v['volumeName']}" if v.get("volumeName") else ""
+                what += f", class {v.get('storageClass') or '(none)'}" + (
+                    f" ({v['bindingMode']})" if v.get("bindingMode") else "")
+                if v.get("selectedNode"):
+                    what += f", selected node {v['selectedNode']}"
+            lines.append(what)
+            for extra in ("binding", "problem"):
+                if v.get(extra):
+                    lines.append(f"      {v[extra]}")
     gang = doc.get("gang")
     if gang:
         lines.append("")

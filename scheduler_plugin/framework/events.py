@@ -15,3 +15,12 @@ POD_GROUP = "PodGroupChange"
 
 NODE_CHANGES = frozenset({NODE_ADD, NODE_UPDATE})
 RESOURCE_CHANGES = NODE_CHANGES | {ASSIGNED_POD_DELETE}  # room on a node may have appeared
+
+# --- volumes (issue 28): the storage objects the volume plugins watch (any add, update or delete) ---
+PERSISTENT_VOLUME = "PersistentVolumeChange"
+PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaimChange"
+STORAGE_CLASS = "StorageClassChange"
+CSI_NODE = "CSINodeChange"
+CSI_DRIVER = "CSIDriverChange"
+CSI_STORAGE_CAPACITY = "CSIStorageCapacityChange"
+VOLUME_ATTACHMENT = "VolumeAttachmentChange"

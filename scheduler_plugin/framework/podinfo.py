@@ -14,6 +14,7 @@ from common.api import constants as c
 from common.api.malformed import MalformedObjectError
 from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
 from common.api.podgroup import GangRef, GangSpecError, gang_of
+from common.api.podvolumes import PodVolume, parse_pod_volumes
 from common.api.quantity import QuantityError
 from common.api.scheduling import (
     PreferredTerm,
@@ -70,6 +71,8 @@ class PodInfo:
         "start_time",
         "tolerations",
         "uid",
+        # --- volumes (issue 28) ---
+        "volumes",
     )
 
     raw: Mapping[str, Any]
@@ -102,6 +105,8 @@ class PodInfo:
     gang: GangRef | None
     gang_error: str | None
     memo: dict[str, Any]
+    # --- volumes (issue 28): spec.volumes as the volume plugins read them (common/api/podvolumes.py) ---
+    volumes: tuple[PodVolume, ...]
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -163,6 +168,8 @@ class PodInfo:
             # The pod is still schedulable data-wise; Coscheduling rejects it with this reason.
             self.gang, self.gang_error = None, str(exc)
         self.memo = {}
+        # --- volumes (issue 28) ---
+        self.volumes = parse_pod_volumes(spec, name)
         return self
 
     def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:

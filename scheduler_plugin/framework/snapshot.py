@@ -70,6 +70,8 @@ class Snapshot(NodeColumns):
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
+        self._pod_multi_indexes: dict[str, tuple[Callable[[PodInfo], Iterable[Hashable]],
+                                                 dict[Hashable, set[str]]]] = {}  # fmt: skip
         self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -275,19 +277,33 @@ class Snapshot(NodeColumns):
             self._pod_indexes[name] = entry
         return entry[1]
 
+    def pod_multi_index(self, name: str, keys_of: Callable[[PodInfo], Iterable[Hashable]]) -> dict[Hashable, set[str]]:
+        """Like `pod_index`, for a pod that has several keys (e.g. the claims its volumes use)."""
+        entry = self._pod_multi_indexes.get(name)
+        if entry is None:
+            index: dict[Hashable, set[str]] = {}
+            for pod in self.pods.values():
+                for value in keys_of(pod):
+                    index.setdefault(value, set()).add(pod.key)
+            entry = (keys_of, index)
+            self._pod_multi_indexes[name] = entry
+        return entry[1]
+
     def _index(self, pod: PodInfo) -> None:
         for key_of, index in self._pod_indexes.values():
             value = key_of(pod)
             if value is not None:
                 index.setdefault(value, set()).add(pod.key)
+        for keys_of, index in self._pod_multi_indexes.values():
+            for value in keys_of(pod):
+                index.setdefault(value, set()).add(pod.key)
 
     def _unindex(self, pod: PodInfo) -> None:
         for key_of, index in self._pod_indexes.values():
-            value = key_of(pod)
-            if value is not None and value in index:
-                index[value].discard(pod.key)
-                if not index[value]:
-                    del index[value]
+            _drop(index, key_of(pod), pod.key)
+        for keys_of, index in self._pod_multi_indexes.values():
+            for value in keys_of(pod):
+                _drop(index, value, pod.key)
 
     # ------------------------------------------------------------------ plugins' stores
     def store(self, factory: Callable[[Snapshot], StoreT]) -> StoreT:
@@ -305,6 +321,13 @@ class Snapshot(NodeColumns):
 
     def remove_disruption_budget(self, namespace: str, name: str) -> None:
         self.disruption_budgets.pop(pod_key(namespace, name), None)
+
+
+def _drop(index: dict[Hashable, set[str]], value: Hashable | None, pod_key: str) -> None:
+    if value is not None and value in index:
+        index[value].discard(pod_key)
+        if not index[value]:
+            del index[value]
 
 
 def _assigned_time(pod: PodInfo, previous: PodInfo | None) -> float:

@@ -3,6 +3,7 @@
 Default profile (multiPoint, order = Filter/PreFilter order): SchedulingGates,
 Coscheduling (also the QueueSort, so gangs stay together), NodeUnschedulable,
 NodeName, TaintToleration (weight 3), NodeAffinity (2), NodeResourcesFit (1),
+VolumeRestrictions, NodeVolumeLimits, VolumeBinding (scores only with its `shape`), VolumeZone,
 LoadAwareScheduling (1), DefaultPreemption (PostFilter), DefaultBinder. NetworkTopology and PrioritySort are
 registered but opt-in.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from scheduler_plugin.framework.clock import Clock
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration, PluginRef, Plugins, PluginSet
-from scheduler_plugin.framework.interfaces import Binder
+from scheduler_plugin.framework.interfaces import Binder, ObjectAPI
 from scheduler_plugin.framework.profiles import build_frameworks, load_scheduler_config
 from scheduler_plugin.framework.registry import PluginSpec, Registry
 from scheduler_plugin.framework.runtime import Framework
@@ -30,9 +31,13 @@ from scheduler_plugin.plugins import (
     nodename,
     noderesources,
     nodeunschedulable,
+    nodevolumelimits,
     queuesort,
     schedulinggates,
     tainttoleration,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
 )
 
 IN_TREE_REGISTRY = Registry(
@@ -50,6 +55,10 @@ IN_TREE_REGISTRY = Registry(
         defaultbinder.NAME: PluginSpec(defaultbinder.DefaultBinder.new),
         defaultpreemption.NAME: PluginSpec(defaultpreemption.DefaultPreemption.new,
                                            defaultpreemption.DefaultPreemptionArgs),
+        volumerestrictions.NAME: PluginSpec(volumerestrictions.VolumeRestrictions.new),
+        nodevolumelimits.NAME: PluginSpec(nodevolumelimits.NodeVolumeLimits.new),
+        volumebinding.NAME: PluginSpec(volumebinding.VolumeBinding.new, volumebinding.VolumeBindingArgs),
+        volumezone.NAME: PluginSpec(volumezone.VolumeZone.new),
     }
 )
 
@@ -63,6 +72,10 @@ DEFAULT_PLUGINS = Plugins(
             PluginRef(name=tainttoleration.NAME, weight=3),
             PluginRef(name=nodeaffinity.NAME, weight=2),
             PluginRef(name=noderesources.NAME, weight=1),
+            PluginRef(name=volumerestrictions.NAME),
+            PluginRef(name=nodevolumelimits.NAME),
+            PluginRef(name=volumebinding.NAME),
+            PluginRef(name=volumezone.NAME),
             PluginRef(name=loadaware.NAME, weight=1),
             PluginRef(name=defaultpreemption.NAME),
             PluginRef(name=defaultbinder.NAME),
@@ -79,6 +92,7 @@ def frameworks_from_config(
     binder: Binder | None = None,
     registry: Registry = IN_TREE_REGISTRY,
     tie_break_seed: int | None = None,
+    api: ObjectAPI | None = None,
 ) -> dict[str, Framework]:
     """Frameworks for every profile of a KubeSchedulerConfiguration (None: one default profile)."""
     if source is None:
@@ -88,4 +102,4 @@ def frameworks_from_config(
     else:
         config = load_scheduler_config(source)
     return build_frameworks(config, registry, DEFAULT_PLUGINS, snapshot=snapshot, clock=clock, binder=binder,
-                            tie_break_seed=tie_break_seed)
+                            tie_break_seed=tie_break_seed, api=api)

@@ -56,7 +56,7 @@ class ClusterListener(Protocol):
 
 
 def _crd_name(resource: WatchedResource) -> str:
-    return f"{resource.plural}.{resource.group}"
+    return f"{resource.plural}.{resource.group}" if resource.group else resource.plural
 
 
 # What scheduling reads from a Node; anything else changing (heartbeats) is not an event.
@@ -169,7 +169,8 @@ class ClusterCache:
     async def _installed(self, resource: WatchedResource) -> bool | None:
         """Whether discovery lists the resource; None when the API server cannot tell us now."""
         try:
-            found = await self.http.get(f"/apis/{resource.group}/{resource.version}")
+            # (the core group's resources, e.g. PersistentVolumes for VolumeBinding, are listed under /api/v1)
+            found = await self.http.get(resource_path(resource.group, resource.version, "").rstrip("/"))
         except KubeError as exc:
             return False if exc.status in (403, 404) else None
         return any(isinstance(r, Mapping) and r.get("name") == resource.plural for r in found.get("resources") or [])

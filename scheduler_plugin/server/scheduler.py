@@ -353,6 +353,9 @@ class Scheduler:
             return  # deleted or bound meanwhile: nothing to retry (kube-scheduler checks its informer too)
         if self.queue.where(key) is None:
             self.queue.add_unschedulable(info, cycle, status, plugins)
+            # An idle loop sleeps until the backoff it knew of; this pod's backoff (a failed binding, e.g. a
+            # VolumeBinding PreBind timeout) may end sooner.
+            self._wake()
         self.reporter.failed(current, framework.profile_name, status)
 
     # ------------------------------------------------------------------ binding

@@ -37,9 +37,13 @@ def kinds(config: dict[str, object] | None) -> list[tuple[str, str]]:
     return [(r.kind, r.group) for r in watched_by(p for f in frameworks.values() for p in f.plugins.values())]
 
 
-def test_the_default_profile_watches_node_metrics_and_both_pod_group_groups() -> None:
+def test_the_default_profile_watches_node_metrics_both_pod_group_groups_and_the_storage_objects() -> None:
+    storage = "storage.k8s.io"
     assert kinds(None) == [
         ("PodGroup", "scheduling.x-k8s.io"), ("PodGroup", "scheduling.sigs.k8s.io"),
+        # the volume plugins' (each resource once, however many plugins read it)
+        ("PersistentVolumeClaim", ""), ("PersistentVolume", ""), ("StorageClass", storage), ("CSINode", storage),
+        ("VolumeAttachment", storage), ("CSIDriver", storage), ("CSIStorageCapacity", storage),
         ("NodeMetric", "slo.koordinator.sh"),
     ]
     without_loadaware = {
