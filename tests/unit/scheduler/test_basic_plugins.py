@@ -280,10 +280,13 @@ def test_explain_lists_rejections_and_weighted_scores() -> None:
     lines = [e.line() for e in explain(result, snap)]
     # b: cpu (8000 − 2000) × 100 / 8000 = 75, memory (8Gi − 1Gi) × 100 / 8Gi = 87 → 81; a: 50 and 87 → 68.
     # TaintToleration gives every feasible node 100 (×3); LoadAware 0 (no NodeMetric); NodeAffinity
-    # skips scoring (no preferred terms).
+    # skips scoring (no preferred terms), ImageLocality too (no node has the pod's image).
+    # BalancedAllocation: b goes from fractions (0, 0), balance 100, to (0.25, 0.125): std 0.0625, 93;
+    # 50 + (50 + 93 − 100) / 2 = 71. a: (0.5, 0.125), std 0.1875, 81 → 50 + 31 / 2 = 65.
+    balanced = "NodeResourcesBalancedAllocation"
     assert lines == [
-        "b: total 381 (TaintToleration=100×3, NodeResourcesFit=81×1, LoadAwareScheduling=0×1) (chosen)",
-        "a: total 368 (TaintToleration=100×3, NodeResourcesFit=68×1, LoadAwareScheduling=0×1)",
+        f"b: total 452 (TaintToleration=100×3, NodeResourcesFit=81×1, LoadAwareScheduling=0×1, {balanced}=71×1) (chosen)",
+        f"a: total 433 (TaintToleration=100×3, NodeResourcesFit=68×1, LoadAwareScheduling=0×1, {balanced}=65×1)",
         "small: rejected by NodeResourcesFit: Insufficient cpu",
         "tainted: rejected by TaintToleration: node(s) had untolerated taint {k: v}",
     ]
