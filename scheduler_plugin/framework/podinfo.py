@@ -27,6 +27,7 @@ from common.api.scheduling import (
     parse_tolerations,
     string_map,
 )
+from scheduler_plugin.framework.podfields import RefusedField, refused_fields
 
 # kube-scheduler scores a pod without a cpu/memory request as if it asked for these
 # (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest), so that many
@@ -68,6 +69,7 @@ class PodInfo:
         "preferred_affinity",
         "priority",
         "raw",
+        "refused_fields",
         "requests",
         "required_affinity",
         "scheduled_at",
@@ -112,6 +114,7 @@ class PodInfo:
     host_ports: tuple[HostPort, ...]  # NodePorts: (protocol, hostPort, hostIP) the pod binds on its node
     images: tuple[str, ...]  # ImageLocality: normalised images of init containers, containers, image volumes
     num_containers: int  # init containers + containers (ImageLocality's threshold scales with it)
+    refused_fields: tuple[RefusedField, ...]  # fields that affect placement and Loadline does not implement
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -172,9 +175,10 @@ class PodInfo:
         except GangSpecError as exc:
             # The pod is still schedulable data-wise; Coscheduling rejects it with this reason.
             self.gang, self.gang_error = None, str(exc)
-        # ---- issue 26 part B: host ports and images
+        # ---- issue 26 part B: host ports, images, refused fields
         self.host_ports = parse_host_ports(spec)
         self.images, self.num_containers = _images(spec)
+        self.refused_fields = refused_fields(spec)
         self.memo = {}
         return self
 

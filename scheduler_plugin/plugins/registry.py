@@ -1,8 +1,9 @@
 """The one table of in-tree plugins (name → factory and args model) and the default profile.
 
 Default profile (multiPoint, order = Filter/PreFilter order, kube-scheduler's where it has the
-plugin: a node is reported under the first Filter that rejects it): SchedulingGates, Coscheduling
-(also the QueueSort, so gangs stay together), NodeUnschedulable, NodeName, TaintToleration
+plugin: a node is reported under the first Filter that rejects it): SchedulingGates, PodFieldGuard
+(refuses pods that set fields Loadline does not implement), Coscheduling (also the QueueSort, so
+gangs stay together), NodeUnschedulable, NodeName, TaintToleration
 (weight 3), NodeAffinity (2), NodePorts, NodeResourcesFit (1), LoadAwareScheduling (1),
 DefaultPreemption (PostFilter), NodeResourcesBalancedAllocation (1), ImageLocality (1),
 DefaultBinder. NetworkTopology and PrioritySort are registered but opt-in.
@@ -33,6 +34,7 @@ from scheduler_plugin.plugins import (
     nodeports,
     noderesources,
     nodeunschedulable,
+    podfieldguard,
     queuesort,
     schedulinggates,
     tainttoleration,
@@ -52,6 +54,7 @@ IN_TREE_REGISTRY = Registry(
         balanced_allocation.NAME: PluginSpec(balanced_allocation.NodeResourcesBalancedAllocation.new,
                                              balanced_allocation.NodeResourcesBalancedAllocationArgs),
         imagelocality.NAME: PluginSpec(imagelocality.ImageLocality.new),
+        podfieldguard.NAME: PluginSpec(podfieldguard.PodFieldGuard.new),
         loadaware.NAME: PluginSpec(loadaware.LoadAwareScheduling.new, loadaware.LoadAwareSchedulingArgs),
         coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
         networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
@@ -65,6 +68,7 @@ DEFAULT_PLUGINS = Plugins(
     multi_point=PluginSet(
         enabled=[
             PluginRef(name=schedulinggates.NAME),
+            PluginRef(name=podfieldguard.NAME),
             PluginRef(name=coscheduling.NAME),
             PluginRef(name=nodeunschedulable.NAME),
             PluginRef(name=nodename.NAME),

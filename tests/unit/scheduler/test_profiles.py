@@ -30,7 +30,7 @@ def test_default_profile() -> None:
     assert fw.queue_sort_plugin is not None and fw.queue_sort_plugin.name == "Coscheduling"
     assert names(fw.pre_enqueue_plugins) == ["SchedulingGates"]
     assert names(fw.pre_filter_plugins) == [
-        "Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", "LoadAwareScheduling",
+        "PodFieldGuard", "Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", "LoadAwareScheduling",
     ]
     # kube-scheduler's Filter order where it has the plugin: a node is reported under the first that rejects it.
     assert names(fw.filter_plugins) == [
