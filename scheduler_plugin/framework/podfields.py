@@ -76,6 +76,15 @@ def _restarts_all_containers(container: Mapping[str, Any]) -> bool:
     )
 
 
+def _pod_affinity_terms(kind: str) -> Callable[[Mapping[str, Any]], bool]:
+    def has_terms(affinity: Mapping[str, Any]) -> bool:
+        terms = affinity.get(kind)
+        return isinstance(terms, Mapping) and any(
+            terms.get(f"{when}DuringSchedulingIgnoredDuringExecution") for when in ("required", "preferred"))
+
+    return has_terms
+
+
 def _kubelet(what: str) -> Irrelevant:
     return Irrelevant(f"{what}: the kubelet's business once the pod is on a node")
 
@@ -141,9 +150,10 @@ FIELDS: Final[dict[str, Placement]] = {
     # ------------------------------------------------------------------ Affinity
     "Affinity.nodeAffinity": Implemented((NODE_AFFINITY,)),
     "Affinity.podAffinity": Refused("inter-pod affinity (kube-scheduler's InterPodAffinity) is not implemented yet",
-                                    until="InterPodAffinity"),
+                                    applies=_pod_affinity_terms("podAffinity"), until="InterPodAffinity"),
     "Affinity.podAntiAffinity": Refused("inter-pod anti-affinity (kube-scheduler's InterPodAffinity) is not "
-                                        "implemented yet", until="InterPodAffinity"),
+                                        "implemented yet", applies=_pod_affinity_terms("podAntiAffinity"),
+                                        until="InterPodAffinity"),
     # ------------------------------------------------------------------ Container (init and app containers)
     "Container.name": Irrelevant("a name"),
     "Container.image": Implemented((IMAGE_LOCALITY,)),
@@ -268,7 +278,9 @@ def _instances(spec: Mapping[str, Any], path: tuple[str, ...]) -> Iterator[tuple
 
 
 def _is_set(value: Any) -> bool:
-    return value is not None and value not in ([], {}, "")
+    # An empty object still counts: `persistentVolumeClaim: {}` picks the volume's type (fields decide whether
+    # they are used beyond that with a predicate, as pod (anti-)affinity does).
+    return value is not None and value not in ([], "")
 
 
 def refused_fields(spec: Mapping[str, Any]) -> tuple[RefusedField, ...]:

@@ -4,8 +4,8 @@ For each image of the pod (init containers, containers, image volumes; names nor
 ":latest" when untagged) that a node reports in `status.images`, the node earns the image's
 size scaled by the share of all nodes that have it (so an image present everywhere does not pile
 pods onto the node that happens to be first). The sum is clamped to [23 MiB, 1000 MiB × number of
-containers] and mapped onto 0..100. Vectorised per distinct image: one `isin` of the candidates
-against the rows holding it (`snapshot.images`, kept current as nodes report).
+containers] and mapped onto 0..100. Vectorised per distinct image: one addition over
+the rows holding it (`snapshot.images`, kept current as nodes report).
 """
 
 from __future__ import annotations
@@ -59,14 +59,19 @@ class ImageLocality:
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
         top = MAX_CONTAINER_THRESHOLD * max(pod.num_containers, 1)
         total_nodes = max(snapshot.num_nodes, 1)
-        sums = np.zeros(candidates.size, np.int64)
+        # Each distinct image adds the same amount to every row holding it (kube-scheduler adds it once per
+        # container using it); an amount beyond the top threshold is clamped anyway, so it is capped there.
+        rows: list[IndexArray] = []
+        gains: list[int] = []
         for name, count in Counter(pod.images).items():
             image = snapshot.images.get(name)
-            if image is None:
-                continue
-            # Every occurrence adds the same amount; anything beyond the top threshold is clamped anyway,
-            # so the running sum is capped there and stays far inside int64 however many containers.
-            each = scaled_image_score(image.size, len(image.rows), total_nodes)
-            gain = min(each * count, top)
-            sums = np.minimum(sums + gain * np.isin(candidates, image.row_array()), top)
-        return image_priority(sums, max(pod.num_containers, 1))
+            if image is not None:
+                rows.append(image.row_array())
+                gains.append(min(scaled_image_score(image.size, len(image.rows), total_nodes) * count, top))
+        sums = np.zeros(snapshot.num_slots, np.int64)
+        if rows:
+            # One scatter-add over all (row, image) pairs; at most len(gains) × top per row, inside int64 for
+            # any pod the API server can store (it would take ~90,000 containers to get near 2^63).
+            lengths = np.fromiter((r.size for r in rows), np.intp, len(rows))
+            np.add.at(sums, np.concatenate(rows), np.repeat(np.asarray(gains, np.int64), lengths))
+        return image_priority(sums.take(candidates), max(pod.num_containers, 1))

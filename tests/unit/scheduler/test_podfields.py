@@ -48,6 +48,10 @@ def spec_with(**fields: Any) -> Obj:
     (spec_with(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]},
                          "nodeAffinity": {}}), ["spec.affinity.podAntiAffinity"]),
     (spec_with(topologySpreadConstraints=[{"maxSkew": 1}]), ["spec.topologySpreadConstraints"]),
+    (spec_with(affinity={"podAffinity": {}, "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
+     []),  # no terms: nothing to honour
+    (spec_with(volumes=[{"name": "v", "persistentVolumeClaim": {}}], topologySpreadConstraints=[]),
+     ["spec.volumes[0].persistentVolumeClaim"]),  # an empty source still picks the volume's type
     (spec_with(os={"name": "linux"}, overhead={"cpu": "1"}, resources={"requests": {"cpu": "1"}},
                runtimeClassName="kata", ephemeralContainers=[{"name": "e"}]), []),
 ])
