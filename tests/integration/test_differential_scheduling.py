@@ -5,12 +5,15 @@ kube-scheduler (default-scheduler, its default profile) and one for `loadline sc
 default profile), in batches; both schedulers run side by side and decide every new pod. They
 must agree case by case:
 
-* schedulable or not;
+* schedulable or not at the first attempt;
 * where not, on kube-scheduler's message ("0/N nodes are available: <count> <reason>, ...
   preemption: ..."), the first FailedScheduling note of each, exactly: N, every reason, every count;
 * where a pod preempts (every pod of a case has its own priority, so the best candidate is
   unique), on the nominated node and the victims;
 * where Loadline found a single best-scored node (`tiedNodes` 1 in its explain), on the node.
+
+Two differences of wording are taken out first (docs/scheduling-differences.md): kube-scheduler's
+DRA PostFilter's "no new claims to deallocate, " and Loadline's account of a successful preemption.
 
 Keeping the cases apart costs nothing in the messages (see differential_cases). A batch waits,
 before its new pods exist, until both schedulers have seen all of its nodes and pods: a sentinel
@@ -121,9 +124,9 @@ class Client:
 # --------------------------------------------------------------------------- what each scheduler did
 @dataclass
 class Outcome:
-    node: int | None = None  # index of the case's node the new pod was bound to
-    message: str | None = None  # its first FailedScheduling note
-    nominated: int | None = None
+    node: int | None = None  # index of the case's node the new pod is bound to (by now)
+    message: str | None = None  # the note of its first FailedScheduling event; None: placed at the first attempt
+    nominated: int | None = None  # where preemption made room: status.nominatedNodeName, or the node it got since
     victims: list[str] = field(default_factory=list)
     tied: int | None = None  # Loadline only: nodes sharing the best total
 
@@ -229,7 +232,7 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
             else:
                 outcome.node = _node_index(pod["spec"].get("nodeName") or "")
                 outcome.nominated = _node_index(pod.get("status", {}).get("nominatedNodeName") or "")
-                outcome.message = notes.get(name) if outcome.node is None else None
+                outcome.message = notes.get(name)
                 if outcome.message is not None and copy.scheduler == KUBE:
                     outcome.message = outcome.message.replace(f". {DRA_POSTFILTER}", ". ", 1)
                 elif outcome.message is not None:
@@ -240,6 +243,8 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
                 if obj is None or obj["metadata"].get("deletionTimestamp"):
                     victims.append(existing.name)
             outcome.victims = sorted(victims)
+            if victims and outcome.nominated is None:
+                outcome.nominated = outcome.node  # bound since: the nomination is spent
             if copy.scheduler == SCHEDULER_NAME and outcome.node is not None:
                 status, doc = scheduler.get_json(f"/explain/{copy.namespace}/{name}")
                 if status == 200 and doc.get("attempt"):
@@ -265,22 +270,30 @@ def _reasons(message: str | None) -> Obj:
 
 
 def _compare(case: Case, kube: Outcome, ours: Outcome, tally: Tally) -> None:
+    """The first attempt's verdict and message, the preemption, and the node where Loadline's best was unique.
+    What happens after a preemption depends on when each retries while the victims terminate (here they never
+    finish: no kubelet), so a preemptor bound by one and still waiting in the other agrees if both made room
+    on the same node by the same victims."""
     tally.cases += 1
     problems = []
-    if (kube.node is None) != (ours.node is None):
-        problems.append("schedulable or not")
-    elif kube.node is None and kube.message != ours.message:
+    if (kube.message is None) != (ours.message is None):
+        problems.append("schedulable or not (first attempt)")
+    elif kube.message is not None and kube.message != ours.message:
         problems.append(f"message: kube {_reasons(kube.message)} vs loadline {_reasons(ours.message)}")
     if (kube.nominated, kube.victims) != (ours.nominated, ours.victims):
         problems.append("preemption (nominated node, victims)")
-    if kube.node is not None and ours.node is not None and ours.tied == 1:
-        tally.placement_checked += 1
-        if kube.node != ours.node:
-            problems.append("node (Loadline's best total was unique)")
-    if kube.node is not None and ours.node is not None:
-        tally.bound += 1
-    elif kube.victims or ours.victims:
+    preempted = bool(kube.victims or ours.victims)
+    if kube.message is None and ours.message is None and not preempted:
+        if kube.node is None or ours.node is None:
+            problems.append("bound at the first attempt, then not")
+        elif ours.tied == 1:
+            tally.placement_checked += 1
+            if kube.node != ours.node:
+                problems.append("node (Loadline's best total was unique)")
+    if preempted:
         tally.preempted += 1
+    elif kube.message is None:
+        tally.bound += 1
     else:
         tally.unschedulable += 1
     if problems:
