@@ -12,7 +12,7 @@ and schedulerName. The copies (and the cases) stay out of each other's way witho
 anything to the scheduling messages: the new pod's required node affinity pins it to its case's
 nodes by `matchFields metadata.name` (both schedulers then report every other node under the one
 reason "node(s) didn't satisfy plugin(s) [NodeAffinity]"), each copy has a namespace of its own,
-and every label selector a pod carries includes its case's label.
+and every label selector a pod carries includes its case's and its copy's labels.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ NEEDS_PLUGIN = {"pod_affinity": "InterPodAffinity", "spread": "PodTopologySpread
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
 CASE_LABEL = "diff.loadline.test/case"
+COPY_LABEL = "diff.loadline.test/copy"  # which scheduler's copy: selectors over all namespaces stay in their copy
 BATCH_LABEL = "diff.loadline.test/batch"
 ROLE_LABEL = "diff.loadline.test/role"  # existing | incoming | sentinel
 PRIORITIES = range(1, 61)  # existing pods' priorities, distinct within a case
@@ -180,6 +181,11 @@ def _existing(rng: random.Random, on: set[str], name: str, node: int, priority: 
         pod.host_ports = _ports(rng, 0.35)
     if "pod_affinity" in on and rng.random() < 0.3:
         pod.pod_affinity = [_affinity_term(rng, required=rng.random() < 0.5)]
+    # Constraints of pods already bound bind nobody (kube-scheduler has no symmetry for these): both must ignore them.
+    if "node_affinity" in on and rng.random() < 0.15:
+        pod.required_terms = [[_expression(rng)]]
+    if "spread" in on and rng.random() < 0.15:
+        pod.spread = [_spread(rng)]
     return pod
 
 
@@ -245,12 +251,21 @@ def _expression(rng: random.Random) -> Obj:
 
 def _affinity_term(rng: random.Random, *, required: bool) -> Obj:
     return {"kind": rng.choice(("affinity", "anti")), "required": required, "weight": rng.randint(1, 100),
-            "app": rng.choice(APPS), "key": rng.choice((HOSTNAME, ZONE))}
+            "app": rng.choice(APPS), "key": rng.choice((HOSTNAME, ZONE)),
+            # whose pods: the pod's namespace, named, all namespaces (the copy label keeps copies apart)
+            "namespaces": rng.choice(("own", "own", "named", "all")),
+            # app from the pod's own labels instead of the selector (matchLabelKeys / mismatchLabelKeys)
+            "label_keys": rng.choice(("", "", "", "match", "mismatch"))}
 
 
 def _spread(rng: random.Random) -> Obj:
-    return {"maxSkew": rng.choice((1, 1, 2)), "key": rng.choice((HOSTNAME, ZONE)),
-            "when": rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway")), "app": rng.choice(APPS)}
+    when = rng.choice(("DoNotSchedule", "DoNotSchedule", "ScheduleAnyway"))
+    return {"maxSkew": rng.choice((1, 1, 2)), "key": rng.choice((HOSTNAME, ZONE)), "when": when,
+            "app": rng.choice(APPS),
+            "minDomains": rng.choice((0, 0, 0, 2, 4)) if when == "DoNotSchedule" else 0,
+            "nodeAffinityPolicy": rng.choice(("", "", "Honor", "Ignore")),
+            "nodeTaintsPolicy": rng.choice(("", "", "Honor", "Ignore")),
+            "matchLabelKeys": rng.random() < 0.2}
 
 
 # --------------------------------------------------------------------------- rendering
@@ -305,8 +320,36 @@ def _container_ports(ports: Sequence[tuple[str, int, str]]) -> list[Obj]:
     return out
 
 
-def _selector(case: Case, app: str) -> Obj:
-    return {"matchLabels": {"app": app, CASE_LABEL: str(case.index)}}
+def _selector(case: Case, copy: Copy, app: str | None) -> Obj:
+    labels = {CASE_LABEL: str(case.index), COPY_LABEL: copy.tag}
+    if app is not None:
+        labels["app"] = app
+    return {"matchLabels": labels}
+
+
+def _affinity_body(case: Case, copy: Copy, term: Obj) -> Obj:
+    keyed = term["label_keys"]
+    body: Obj = {"labelSelector": _selector(case, copy, None if keyed else term["app"]), "topologyKey": term["key"]}
+    if keyed:
+        body[f"{keyed}LabelKeys"] = ["app"]
+    if term["namespaces"] == "named":
+        body["namespaces"] = [copy.namespace]
+    elif term["namespaces"] == "all":
+        body["namespaceSelector"] = {}
+    return body
+
+
+def _spread_constraint(case: Case, copy: Copy, spread: Obj) -> Obj:
+    out: Obj = {"maxSkew": spread["maxSkew"], "topologyKey": spread["key"], "whenUnsatisfiable": spread["when"],
+                "labelSelector": _selector(case, copy, None if spread["matchLabelKeys"] else spread["app"])}
+    if spread["matchLabelKeys"]:
+        out["matchLabelKeys"] = ["app"]
+    if spread["minDomains"]:
+        out["minDomains"] = spread["minDomains"]
+    for policy in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
+        if spread[policy]:
+            out[policy] = spread[policy]
+    return out
 
 
 def render_pod(case: Case, pod: GenPod, copy: Copy) -> Obj:
@@ -336,13 +379,14 @@ def render_pod(case: Case, pod: GenPod, copy: Copy) -> Obj:
     if pod.tolerations:
         spec["tolerations"] = list(pod.tolerations)
     affinity: Obj = {}
+    terms = [{"matchExpressions": list(t)} for t in pod.required_terms]
     if pod.node is None:
         # The pin: every required term also names one of the case's nodes of this copy (matchFields takes a
         # single name per requirement, so a term per node; terms are ORed).
         names = [copy.node_name(case.index, i) for i in range(len(case.nodes))]
-        terms = [{**({"matchExpressions": list(t)} if t else {}),
-                  "matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
-                 for t in (pod.required_terms or [[]]) for name in names]
+        terms = [{**t, "matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+                 for t in (terms or [{}]) for name in names]
+    if terms:
         node_affinity: Obj = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
         if pod.preferred_terms:
             node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = [
@@ -350,7 +394,7 @@ def render_pod(case: Case, pod: GenPod, copy: Copy) -> Obj:
         affinity["nodeAffinity"] = node_affinity
     for term in pod.pod_affinity:
         kind = "podAffinity" if term["kind"] == "affinity" else "podAntiAffinity"
-        body = {"labelSelector": _selector(case, term["app"]), "topologyKey": term["key"]}
+        body = _affinity_body(case, copy, term)
         if term["required"]:
             affinity.setdefault(kind, {}).setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(body)
         else:
@@ -359,11 +403,10 @@ def render_pod(case: Case, pod: GenPod, copy: Copy) -> Obj:
     if affinity:
         spec["affinity"] = affinity
     if pod.spread:
-        spec["topologySpreadConstraints"] = [
-            {"maxSkew": s["maxSkew"], "topologyKey": s["key"], "whenUnsatisfiable": s["when"],
-             "labelSelector": _selector(case, s["app"])} for s in pod.spread]
+        spec["topologySpreadConstraints"] = [_spread_constraint(case, copy, s) for s in pod.spread]
     role = "incoming" if pod.node is None else "existing"
-    labels = {**pod.labels, CASE_LABEL: str(case.index), BATCH_LABEL: str(copy.batch), ROLE_LABEL: role}
+    labels = {**pod.labels, CASE_LABEL: str(case.index), COPY_LABEL: copy.tag, BATCH_LABEL: str(copy.batch),
+              ROLE_LABEL: role}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(case, pod, copy), "namespace": copy.namespace, "labels": labels},
             "spec": spec}
