@@ -126,7 +126,7 @@ class Client:
 class Outcome:
     node: int | None = None  # index of the case's node the new pod is bound to (by now)
     message: str | None = None  # the note of its first FailedScheduling event; None: placed at the first attempt
-    nominated: int | None = None  # where preemption made room: status.nominatedNodeName, or the node it got since
+    nominated: int | None = None  # where preemption made room (the victims' Preempted events, else the status)
     victims: list[str] = field(default_factory=list)
     tied: int | None = None  # Loadline only: nodes sharing the best total
 
@@ -149,9 +149,9 @@ def _node_index(name: str) -> int | None:
     return int(name.rsplit("-", 1)[1]) if name else None
 
 
-def _first_failed_scheduling(client: Client, namespace: str) -> dict[str, str]:
-    """pod name -> the note of its earliest FailedScheduling event."""
-    selector = urllib.parse.quote("reason=FailedScheduling")
+def _first_events(client: Client, namespace: str, reason: str) -> dict[str, str]:
+    """pod name -> the note of its earliest event of `reason`."""
+    selector = urllib.parse.quote(f"reason={reason}")
     events = client.ok("GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector={selector}")["items"]
     first: dict[str, tuple[str, str]] = {}
     for event in events:
@@ -216,12 +216,19 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
         notes: dict[str, str] = {}
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # events are written after the condition
-            notes = _first_failed_scheduling(client, copy.namespace)
+            notes = _first_events(client, copy.namespace, "FailedScheduling")
             missing = [n for n, p in state[copy.tag]["incoming"].items()
                        if not p["spec"].get("nodeName") and n not in notes]
             if not missing:
                 break
             time.sleep(0.5)
+        # Where preemption made room: the node its victims' Preempted events name ("... on node <name>"), as
+        # the preemptor's nominatedNodeName is gone once it is bound.
+        victims_now = {n for n, p in state[copy.tag]["existing"].items() if p["metadata"].get("deletionTimestamp")}
+        preempted = _first_events(client, copy.namespace, "Preempted")
+        while time.monotonic() < deadline and not victims_now <= preempted.keys():
+            time.sleep(0.5)
+            preempted = _first_events(client, copy.namespace, "Preempted")
         per_case: dict[int, Outcome] = {}
         for case in cases:
             name = pod_name(case, case.incoming, copy)
@@ -238,13 +245,17 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
                 elif outcome.message is not None:
                     outcome.message = LOADLINE_NOMINATION.sub("", outcome.message)
             victims = []
+            made_room_on = set()
             for existing in case.existing:
-                obj = state[copy.tag]["existing"].get(pod_name(case, existing, copy))
+                victim = pod_name(case, existing, copy)
+                obj = state[copy.tag]["existing"].get(victim)
                 if obj is None or obj["metadata"].get("deletionTimestamp"):
                     victims.append(existing.name)
+                if victim in preempted:
+                    made_room_on.add(preempted[victim].rsplit(" ", 1)[-1])
             outcome.victims = sorted(victims)
-            if victims and outcome.nominated is None:
-                outcome.nominated = outcome.node  # bound since: the nomination is spent
+            if made_room_on:
+                outcome.nominated = _node_index(made_room_on.pop()) if len(made_room_on) == 1 else -1
             if copy.scheduler == SCHEDULER_NAME and outcome.node is not None:
                 status, doc = scheduler.get_json(f"/explain/{copy.namespace}/{name}")
                 if status == 200 and doc.get("attempt"):
