@@ -89,20 +89,27 @@ class NodeResourcesBalancedAllocation:
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
         wanted = self._pod_requests(pod)
-        size = candidates.size
-        allocatable = np.zeros((len(self.resources), size), np.int64)
-        allocated = np.zeros((len(self.resources), size), np.int64)
+        columns = [-1] * len(self.resources)  # snapshot column per resource; -1: left out of the balance
         for r, (name, request) in enumerate(zip(self.resources, wanted, strict=True)):
-            if name not in ALWAYS_COUNTED and (request == 0 or not is_scalar_resource(name)):
-                continue  # left out of the node's balance
-            if not snapshot.has_resource(name):
-                continue
-            j = snapshot.resource_column(name)
-            allocatable[r] = snapshot.allocatable[j].take(candidates)
-            allocated[r] = snapshot.requested[j].take(candidates)
-        # Sums in int64 as kube-scheduler's, converted to float64 for the fractions.
+            if (name in ALWAYS_COUNTED or (request and is_scalar_resource(name))) and snapshot.has_resource(name):
+                columns[r] = snapshot.resource_column(name)
+        size = candidates.size
+        if all(j >= 0 for j in columns):
+            # Contiguous columns (cpu, memory: the default) are a slice, not a gather.
+            lo = columns[0]
+            rows = slice(lo, lo + len(columns)) if columns == list(range(lo, lo + len(columns))) else columns
+            allocatable = snapshot.allocatable[rows].take(candidates, axis=1)
+            allocated = snapshot.requested[rows].take(candidates, axis=1)
+        else:
+            allocatable = np.zeros((len(columns), size), np.int64)
+            allocated = np.zeros((len(columns), size), np.int64)
+            for r, j in enumerate(columns):
+                if j >= 0:
+                    allocatable[r] = snapshot.allocatable[j].take(candidates)
+                    allocated[r] = snapshot.requested[j].take(candidates)
+        # Sums in int64 as kube-scheduler's, then float64 fractions.
         capacity = allocatable.astype(np.float64)
-        requested = (allocated + np.asarray(wanted, np.int64)[:, None]).astype(np.float64)
-        with_pod = balanced_resource_score(requested, capacity)
+        with_pod = balanced_resource_score((allocated + np.asarray(wanted, np.int64)[:, None]).astype(np.float64),
+                                           capacity)
         without_pod = balanced_resource_score(allocated.astype(np.float64), capacity)
         return balanced_allocation_score(with_pod, without_pod)

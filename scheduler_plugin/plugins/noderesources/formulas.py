@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE
-from scheduler_plugin.framework.snapshot import IntArray
+from scheduler_plugin.framework.snapshot import BoolArray, IntArray
 
 FloatArray = NDArray[np.float64]
 
@@ -35,7 +35,19 @@ def balanced_resource_score(requested: FloatArray, allocatable: FloatArray) -> I
     (rows) whose allocatable is not 0; with two such resources std = |f₀ − f₁| / 2, with one or
     none it is 0. Float64 operations in kube-scheduler's order, so the results are bit-identical."""
     counted = allocatable != 0
-    fractions = np.minimum(requested / np.where(counted, allocatable, 1.0), 1.0)
+    every = bool(counted.all())
+    fractions = np.minimum(requested / (allocatable if every else np.where(counted, allocatable, 1.0)), 1.0)
+    resources, nodes = fractions.shape
+    if resources == 2 and every:  # the default (cpu, memory) on nodes that have both: no per-node bookkeeping
+        std = np.abs((fractions[0] - fractions[1]) / 2)
+    else:
+        std = _standard_deviation(fractions, counted)
+    out: IntArray = np.trunc((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+    return out
+
+
+def _standard_deviation(fractions: FloatArray, counted: BoolArray) -> FloatArray:
+    """Per node over its counted resources, summed in resource order as the Go loop does."""
     resources, nodes = fractions.shape
     seen = np.zeros(nodes, np.int64)
     first = np.zeros(nodes)
@@ -52,9 +64,8 @@ def balanced_resource_score(requested: FloatArray, allocatable: FloatArray) -> I
     for r in range(resources):
         deviation = fractions[r] - mean
         squares = np.where(counted[r], squares + deviation * deviation, squares)
-    std = np.where(seen == 2, np.abs((first - second) / 2),
-                   np.where(seen > 2, np.sqrt(squares / np.maximum(seen, 1)), 0.0))
-    out: IntArray = np.trunc((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+    out: FloatArray = np.where(seen == 2, np.abs((first - second) / 2),
+                               np.where(seen > 2, np.sqrt(squares / np.maximum(seen, 1)), 0.0))
     return out
 
 
