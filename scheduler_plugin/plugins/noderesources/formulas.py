@@ -37,7 +37,7 @@ def balanced_resource_score(requested: FloatArray, allocatable: FloatArray) -> I
     counted = allocatable != 0
     every = bool(counted.all())
     fractions = np.minimum(requested / (allocatable if every else np.where(counted, allocatable, 1.0)), 1.0)
-    resources, nodes = fractions.shape
+    resources = fractions.shape[0]
     if resources == 2 and every:  # the default (cpu, memory) on nodes that have both: no per-node bookkeeping
         std = np.abs((fractions[0] - fractions[1]) / 2)
     else:

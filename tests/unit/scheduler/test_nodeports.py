@@ -11,6 +11,7 @@ import pytest
 from common.api.scheduling import HostPort, parse_host_ports
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -104,6 +105,10 @@ def test_two_pods_with_one_port_never_share_a_node() -> None:
     assert sorted(r.node_name or "" for r in placed[:2]) == ["a", "b"]
     third = placed[2]
     assert third.status.code is Code.UNSCHEDULABLE
+    # `loadline explain` names the plugin and kube-scheduler's reason per node.
+    third_again = scheduling_cycle(fw, PodInfo.from_dict(with_ports(pod("p3", "100m"), "TCP/0.0.0.0/8080")), record=True)
+    assert [e.line() for e in explain(third_again, snap)] == [f"a: rejected by NodePorts: {REASON}",
+                                                              f"b: rejected by NodePorts: {REASON}"]
     assert third.status.message == (
         f"0/2 nodes are available: 2 {REASON}. "
         "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
