@@ -308,3 +308,53 @@ def parse_label_selector(raw: Any, field: str) -> LabelSelector:
     )
     match_labels = string_map(item.get("matchLabels"), f"{field}.matchLabels")
     return LabelSelector(tuple(sorted(match_labels.items())), expressions)
+
+
+# --------------------------------------------------------------------------- host ports and images
+# (kube-scheduler's util.GetHostPorts / framework.HostPortInfo and imagelocality's normalizedImageName)
+
+DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"  # framework.DefaultBindAllHostIP: an empty hostIP binds every address
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    """A container port bound on the node, sanitised as HostPortInfo.Add does it (an empty hostIP
+    is 0.0.0.0, an empty protocol TCP)."""
+
+    protocol: str
+    port: int
+    ip: str = DEFAULT_BIND_ALL_HOST_IP
+
+
+def parse_host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The pod's host ports as kube-scheduler counts them: every container's ports with a hostPort > 0,
+    and those of init containers with `restartPolicy: Always` (sidecars, which run as long as the pod);
+    in that order, each (protocol, port, ip) once."""
+    out: dict[HostPort, None] = {}
+    for kind in ("initContainers", "containers"):
+        for i, raw in enumerate(_sequence(spec.get(kind), f"spec.{kind}")):
+            container = _mapping(raw, f"spec.{kind}[{i}]")
+            if kind == "initContainers" and container.get("restartPolicy") != "Always":
+                continue
+            for j, port_raw in enumerate(_sequence(container.get("ports"), f"spec.{kind}[{i}].ports")):
+                port = _mapping(port_raw, f"spec.{kind}[{i}].ports[{j}]")
+                host_port = port.get("hostPort")
+                if host_port is None:
+                    continue
+                if not isinstance(host_port, int) or isinstance(host_port, bool):
+                    raise MalformedObjectError(f"spec.{kind}[{i}].ports[{j}].hostPort: expected an integer")
+                if host_port <= 0:
+                    continue
+                protocol = port.get("protocol") or "TCP"
+                ip = port.get("hostIP") or DEFAULT_BIND_ALL_HOST_IP
+                out[HostPort(str(protocol), host_port, str(ip))] = None
+    return tuple(out)
+
+
+def normalized_image_name(name: str) -> str:
+    """imagelocality.normalizedImageName: a reference without a tag gets ":latest" (a ':' before the
+    last '/' is a registry port, not a tag). Nothing else is rewritten: "nginx:1" on a node reported
+    as "docker.io/library/nginx:1" does not match, as in kube-scheduler."""
+    if name.rfind(":") <= name.rfind("/"):
+        return name + ":latest"
+    return name

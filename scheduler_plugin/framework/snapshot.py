@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from common.api.scheduling import HostPort
 from scheduler_plugin.framework.disruption import DisruptionBudget
+from scheduler_plugin.framework.hostports import HostPortTable
 from scheduler_plugin.framework.nodecolumns import (
     CPU,
     FIXED_RESOURCES,
@@ -60,6 +62,7 @@ class PodRecord:
     assigned_at: float
     vector: IntArray
     nonzero: tuple[int, int]
+    host_ports: tuple[HostPort, ...] = ()
 
 
 class Snapshot(NodeColumns):
@@ -81,6 +84,8 @@ class Snapshot(NodeColumns):
         self.nominations: dict[str, str] = {}
         # Preemption victims whose eviction was asked for, until their deletion shows up here.
         self.evicting: set[str] = set()
+        # Host ports the pods accounted on each node row hold (NodePorts).
+        self.host_ports = HostPortTable()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -162,7 +167,7 @@ class Snapshot(NodeColumns):
                 record.pod = pod if target else record.pod
                 record.assumed = not target
                 return
-            if target == current and pod.requests == record.pod.requests:
+            if target == current and pod.requests == record.pod.requests and pod.host_ports == record.host_ports:
                 record.pod = pod  # a status-only update of a bound pod: nothing to re-account
                 self._touch(record.node_index)
                 return
@@ -247,7 +252,9 @@ class Snapshot(NodeColumns):
         nonzero = pod.nonzero_requests
         self._nonzero[0, i] += nonzero[0]
         self._nonzero[1, i] += nonzero[1]
-        record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero)
+        record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero, pod.host_ports)
+        if pod.host_ports:
+            self.host_ports.add(i, pod.host_ports)
         self.records[pod.key] = record
         info.pods[pod.key] = record
         self._touch(i)
@@ -258,6 +265,8 @@ class Snapshot(NodeColumns):
         self._requested[: len(record.vector), i] -= record.vector
         self._nonzero[0, i] -= record.nonzero[0]
         self._nonzero[1, i] -= record.nonzero[1]
+        if record.host_ports:
+            self.host_ports.add(i, record.host_ports, -1)
         info = self._nodes[i]
         if info is not None:
             info.pods.pop(key, None)

@@ -1,11 +1,13 @@
 """The one table of in-tree plugins (name → factory and args model) and the default profile.
 
-Default profile (multiPoint, order = Filter/PreFilter order): SchedulingGates,
-Coscheduling (also the QueueSort, so gangs stay together), NodeUnschedulable,
-NodeName, TaintToleration (weight 3), NodeAffinity (2), NodeResourcesFit (1),
-VolumeRestrictions, NodeVolumeLimits, VolumeBinding (scores only with its `shape`), VolumeZone,
-LoadAwareScheduling (1), DefaultPreemption (PostFilter), DefaultBinder. NetworkTopology and PrioritySort are
-registered but opt-in.
+Default profile (multiPoint, order = Filter/PreFilter order, kube-scheduler's where it has the
+plugin: a node is reported under the first Filter that rejects it): SchedulingGates, PodFieldGuard
+(refuses pods that set fields Loadline does not implement), Coscheduling (also the QueueSort, so
+gangs stay together), NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffinity (2),
+NodePorts, NodeResourcesFit (1), VolumeRestrictions, NodeVolumeLimits, VolumeBinding (scores only
+with its `shape`), VolumeZone, LoadAwareScheduling (1), DefaultPreemption (PostFilter),
+NodeResourcesBalancedAllocation (1), ImageLocality (1), DefaultBinder. NetworkTopology and
+PrioritySort are registered but opt-in.
 """
 
 from __future__ import annotations
@@ -25,13 +27,16 @@ from scheduler_plugin.plugins import (
     coscheduling,
     defaultbinder,
     defaultpreemption,
+    imagelocality,
     loadaware,
     networktopology,
     nodeaffinity,
     nodename,
+    nodeports,
     noderesources,
     nodeunschedulable,
     nodevolumelimits,
+    podfieldguard,
     queuesort,
     schedulinggates,
     tainttoleration,
@@ -39,6 +44,7 @@ from scheduler_plugin.plugins import (
     volumerestrictions,
     volumezone,
 )
+from scheduler_plugin.plugins.noderesources import balanced_allocation
 
 IN_TREE_REGISTRY = Registry(
     {
@@ -49,6 +55,11 @@ IN_TREE_REGISTRY = Registry(
         tainttoleration.NAME: PluginSpec(tainttoleration.TaintToleration.new),
         nodeaffinity.NAME: PluginSpec(nodeaffinity.NodeAffinity.new),
         noderesources.NAME: PluginSpec(noderesources.NodeResourcesFit.new, noderesources.NodeResourcesFitArgs),
+        nodeports.NAME: PluginSpec(nodeports.NodePorts.new),
+        balanced_allocation.NAME: PluginSpec(balanced_allocation.NodeResourcesBalancedAllocation.new,
+                                             balanced_allocation.NodeResourcesBalancedAllocationArgs),
+        imagelocality.NAME: PluginSpec(imagelocality.ImageLocality.new),
+        podfieldguard.NAME: PluginSpec(podfieldguard.PodFieldGuard.new),
         loadaware.NAME: PluginSpec(loadaware.LoadAwareScheduling.new, loadaware.LoadAwareSchedulingArgs),
         coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
         networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
@@ -66,11 +77,13 @@ DEFAULT_PLUGINS = Plugins(
     multi_point=PluginSet(
         enabled=[
             PluginRef(name=schedulinggates.NAME),
+            PluginRef(name=podfieldguard.NAME),
             PluginRef(name=coscheduling.NAME),
             PluginRef(name=nodeunschedulable.NAME),
             PluginRef(name=nodename.NAME),
             PluginRef(name=tainttoleration.NAME, weight=3),
             PluginRef(name=nodeaffinity.NAME, weight=2),
+            PluginRef(name=nodeports.NAME),
             PluginRef(name=noderesources.NAME, weight=1),
             PluginRef(name=volumerestrictions.NAME),
             PluginRef(name=nodevolumelimits.NAME),
@@ -78,6 +91,8 @@ DEFAULT_PLUGINS = Plugins(
             PluginRef(name=volumezone.NAME),
             PluginRef(name=loadaware.NAME, weight=1),
             PluginRef(name=defaultpreemption.NAME),
+            PluginRef(name=balanced_allocation.NAME, weight=1),
+            PluginRef(name=imagelocality.NAME, weight=1),
             PluginRef(name=defaultbinder.NAME),
         ]
     )

@@ -31,16 +31,21 @@ def test_default_profile() -> None:
     assert names(fw.pre_enqueue_plugins) == ["SchedulingGates"]
     volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # kube-scheduler's order
     assert names(fw.pre_filter_plugins) == [
-        "Coscheduling", "NodeAffinity", "NodeResourcesFit", *volumes, "LoadAwareScheduling",
-    ]
-    assert names(fw.filter_plugins) == [
-        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", *volumes,
+        "PodFieldGuard", "Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", *volumes,
         "LoadAwareScheduling",
+    ]
+    # kube-scheduler's Filter order where it has the plugin: a node is reported under the first that rejects it.
+    assert names(fw.filter_plugins) == [
+        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+        *volumes, "LoadAwareScheduling",
     ]
     assert [(p.name, w) for p, w, _ in fw.score_plugins] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
-        ("LoadAwareScheduling", 1),
+        ("LoadAwareScheduling", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
+    assert [n for n in names(fw.pre_score_plugins) if n in ("NodeAffinity", "NodeResourcesBalancedAllocation",
+                                                             "ImageLocality")] == [
+        "NodeAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"]
     assert names(fw.reserve_plugins) == ["Coscheduling", "VolumeBinding"]
     assert names(fw.pre_bind_plugins) == ["VolumeBinding"]
     assert names(fw.post_filter_plugins) == ["Coscheduling", "DefaultPreemption"]
@@ -80,6 +85,7 @@ profiles:
     # The explicitly listed LoadAware keeps its place first with its own weight; NodeAffinity leaves Score only.
     assert [(p.name, w) for p, w, _ in hot.score_plugins] == [
         ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
+        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
     assert "NodeAffinity" in names(hot.filter_plugins)
     plugin = hot.plugins["LoadAwareScheduling"]
@@ -88,7 +94,7 @@ profiles:
     assert plugin.args.filter_expired_node_metrics is False
     assert plugin.args.aggregated is not None and plugin.args.aggregated.usage_aggregated_duration is not None
     assert plugin.args.aggregated.usage_aggregated_duration.seconds == 300
-    assert [(p.name, w) for p, w, _ in cold.score_plugins][-1] == ("LoadAwareScheduling", 1)
+    assert ("LoadAwareScheduling", 1) in [(p.name, w) for p, w, _ in cold.score_plugins]
 
 
 def test_multipoint_plugin_added_and_disabled_per_point() -> None:

@@ -143,7 +143,7 @@ def test_unschedulable_pod_is_reported_then_retried_on_node_add() -> None:
             add(scheduler, pod("big", cpu="2"))
             await until(lambda: bool(http.patches))
             message = ("0/1 nodes are available: 1 Insufficient cpu. "
-                       "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+                       "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
             assert [e["note"] for e in http.events] == [message]
             assert http.events[0]["type"] == "Warning" and http.events[0]["reason"] == "FailedScheduling"
             path, patch = http.patches[0]
