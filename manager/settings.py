@@ -38,8 +38,8 @@ class ManagerSettings(BaseModel):
     webhook_configuration: str = Field(default="loadline", min_length=1)  # both the Mutating and the Validating one
     webhook_service: str = Field(default="loadline-webhook", min_length=1)  # <service>.<namespace>.svc is certified
     webhook_hosts: list[str] = Field(default_factory=list)  # more names or IPs to certify (e.g. for a url: webhook)
-    webhook_cert_validity_seconds: Annotated[float, Field(ge=60)] = 365 * 86400.0
-    webhook_ca_validity_seconds: Annotated[float, Field(ge=60)] = 10 * 365 * 86400.0
+    webhook_cert_validity_seconds: Annotated[float, Field(ge=15)] = 365 * 86400.0
+    webhook_ca_validity_seconds: Annotated[float, Field(ge=15)] = 10 * 365 * 86400.0
     # Pods of these namespaces and of the manager's own are never changed (also if a configuration sends them).
     webhook_skip_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
 

@@ -77,6 +77,7 @@ class CertController:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.http, self.namespace, self.secret_name, self.configuration = http, namespace, secret, configuration
+        self._secret_key = f"{namespace}/{secret}"  # the reflector's store key of a namespaced object
         self.policy, self.mode, self.on_serving, self.clock = policy, mode, on_serving, clock
         self.secret = Reflector(http, f"/api/v1/namespaces/{namespace}/secrets", name="webhook-secret",
                                 field_selector=f"metadata.name={secret}")  # fmt: skip
@@ -123,7 +124,7 @@ class CertController:
     async def sync(self) -> float:
         """One round; returns when to look again (epoch seconds)."""
         now = self.clock()
-        secret = self.secret.store.get(self.secret_name)
+        secret = self.secret.store.get(self._secret_key)
         data = decode_data(secret)
         next_check = now + 60
         if self.mode == "self-signed":
@@ -156,13 +157,13 @@ class CertController:
                 body["type"] = secret.get("type") or "Opaque"
                 written = await self.http.replace(f"{path}/{self.secret_name}", body)
         except KubeError as exc:
-            if exc.is_conflict or exc.status == 409:
-                log.info("webhook Secret changed by another replica; taking its certificates")
+            if exc.is_conflict:  # another replica wrote first (a stale resourceVersion, or it created the Secret)
+                log.info("webhook Secret written by another replica meanwhile; taking its certificates")
             else:
                 metrics.CERT_ERRORS.labels("secret").inc()
                 log.error("cannot write the webhook Secret %s/%s: %s", self.namespace, self.secret_name, exc)
             return None
-        self.secret.store[self.secret_name] = written  # ahead of our own watch event
+        self.secret.store[self._secret_key] = written  # ahead of our own watch event
         for what in plan.renewed:
             metrics.CERT_ROTATIONS.labels(what).inc()
         log.info("webhook certificates renewed: %s", "; ".join(plan.reasons),
