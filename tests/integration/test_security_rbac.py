@@ -295,11 +295,13 @@ def check_table(plane: ControlPlane, component: str, bearer: str, rows: list[Row
     """Every row's answer; returns the mismatches (empty: the table holds) and prints the table."""
     wrong = []
     for row in rows:
-        for _ in range(5):  # a 409: the agent wrote the same NodeMetric between our read and our write
+        for _ in range(10):  # a 409: the agent wrote the same NodeMetric between our read and our write; a 429: a
+            # CRD's storage still initializing on a plane just started
             body = row.body() if callable(row.body) else row.body
             answer = call(plane, bearer, row.method, row.path, body=body, content_type=row.content_type)
-            if answer.status != 409:
+            if answer.status not in (409, 429):
                 break
+            time.sleep(0.5 if answer.status == 429 else 0)
         ok = answer.status == row.status and row.message in answer.message
         print(f"  {component:12} {row.what:62} {answer.status} {'ok' if ok else 'WRONG: ' + answer.message}")
         if not ok:

@@ -351,3 +351,14 @@ def test_priority_class_parsing() -> None:
     assert parse_priority_class({"metadata": {"name": "p"}, "value": 5000}) == PriorityClassInfo("p", 5000, None)
     with pytest.raises(MalformedObjectError):
         parse_priority_class({"metadata": {"name": "p"}, "value": "high"})
+
+
+def test_explain_names_the_profile_and_what_the_pod_got() -> None:
+    from manager.admission.explain import describe_admission
+
+    pod = mutated(koord_pod(init=False, overhead=False), koord_profile())
+    line = describe_admission(pod)
+    assert line.startswith("Colocation profile: test-profile (applied when the pod was created: qosClass BE; "
+                           "priority koordinator-batch 5999; scheduler koordinator-scheduler")  # fmt: skip
+    assert "kubernetes.io/batch-cpu=1k" in line
+    assert describe_admission(koord_pod()).startswith("Colocation profile: none")
