@@ -25,7 +25,7 @@ async def start_site(
     return runner, bound_address(runner, host, port)
 
 
-def bound_address(runner: web.AppRunner, host: str, port: int) -> str:
+def bound_address(runner: web.BaseRunner, host: str, port: int) -> str:
     if not runner.addresses:
         return f"{host}:{port}"
     bound_host, bound_port = runner.addresses[0][:2]

@@ -44,7 +44,7 @@ class AdmissionService:
             mode=settings.webhook_certs,
             on_serving=lambda cert, key: load_serving(self.context, cert, key),
         )
-        self.runner: web.AppRunner | None = None
+        self.runner: web.BaseRunner | None = None
         self.address = ""
 
     def tasks(self) -> list[asyncio.Task[None]]:

@@ -9,51 +9,39 @@ tests/integration/test_colocation_profile.py and bench/webhook_bench.py.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
+from tests.harness.build import KUBERNETES_VERSION
 from tests.harness.controlplane import REPO_ROOT, ControlPlane
 from tests.harness.processes import Component, free_port, wait_until
 
 Obj = dict[str, Any]
-PROFILE_RESOURCE = {"apiGroups": ["config.koordinator.sh"], "apiVersions": ["v1alpha1"],
-                    "resources": ["clustercolocationprofiles"], "scope": "Cluster"}  # fmt: skip
+CHART = REPO_ROOT / "deploy" / "helm" / "loadline"
 
 
-def _webhook(name: str, url: str, rules: list[Obj], *, failure_policy: str, timeout: int,
-             namespace_selector: Obj | None) -> Obj:  # fmt: skip
-    hook: Obj = {"name": name, "clientConfig": {"url": url}, "rules": rules, "failurePolicy": failure_policy,
-                 "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": timeout,
-                 "matchPolicy": "Equivalent"}  # fmt: skip
-    if namespace_selector is not None:
-        hook["namespaceSelector"] = namespace_selector
-    return hook
-
-
-def configurations(name: str, base_url: str, namespace_selector: Obj, *, failure_policy: str = "Fail",
-                   timeout: int = 5, validate_profiles: bool = True) -> list[Obj]:  # fmt: skip
-    """The Mutating- and ValidatingWebhookConfiguration `name` for a webhook at `base_url`, pods of the namespaces
-    `namespace_selector` selects (and every ClusterColocationProfile when `validate_profiles`)."""
-    pods = {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "scope": "Namespaced"}
-    common: dict[str, Any] = {"failure_policy": failure_policy, "timeout": timeout}
-    mutating = _webhook("mpod.loadline.dev", f"{base_url}/mutate-pod", [{**pods, "operations": ["CREATE"]}],
-                        namespace_selector=namespace_selector, **common)  # fmt: skip
-    validating = [_webhook("vpod.loadline.dev", f"{base_url}/validate-pod", [{**pods, "operations": ["CREATE", "UPDATE"]}],
-                           namespace_selector=namespace_selector, **common)]  # fmt: skip
-    if validate_profiles:
-        validating.append(_webhook("vprofile.loadline.dev", f"{base_url}/validate-profile",
-                                   [{**PROFILE_RESOURCE, "operations": ["CREATE", "UPDATE"]}], namespace_selector=None,
-                                   **common))  # fmt: skip
-    meta = {"name": name}
-    return [
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": meta,
-         "webhooks": [mutating]},
-        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": meta,
-         "webhooks": validating},
-    ]  # fmt: skip
+def configurations(plane: ControlPlane, name: str, base_url: str, namespace_selector: Obj, *,
+                   failure_policy: str = "Fail", timeout: int = 5) -> list[Obj]:  # fmt: skip
+    """The chart's Mutating- and ValidatingWebhookConfiguration (rendered by helm: the same rules, match conditions
+    and settings), named `name`, calling `base_url`, for the pods of the namespaces `namespace_selector` selects."""
+    argv = [str(plane.binary("helm")), "template", "loadline", str(CHART), "-n", "loadline-system",
+            f"--kube-version={KUBERNETES_VERSION}", "--show-only", "templates/webhook.yaml",
+            "--set", f"manager.webhook.url={base_url}", "--set", f"manager.webhook.failurePolicy={failure_policy}",
+            "--set", f"manager.webhook.timeoutSeconds={timeout}"]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, check=True, env={"HOME": str(plane.root)}).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d and d["kind"].endswith("WebhookConfiguration")]
+    for doc in docs:
+        doc["metadata"] = {"name": name}
+        for webhook in doc["webhooks"]:
+            if "namespaceSelector" in webhook:
+                webhook["namespaceSelector"] = namespace_selector
+    return docs
 
 
 @dataclass
@@ -104,11 +92,11 @@ def webhook_manager(plane: ControlPlane, namespace: str, configuration: str, *, 
     return WebhookManager(process, port, metrics_port, namespace, secret, configuration)
 
 
-def metric_value(text: str, name: str, **labels: str) -> float:
+def metric_value(text: str, metric: str, /, **labels: str) -> float:
     """The sum of a metric's samples whose labels include `labels` (0 when none)."""
     total = 0.0
     for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
+        if not line.startswith(metric + "{") and not line.startswith(metric + " "):
             continue
         head, _, value = line.rpartition(" ")
         if all(f'{k}="{v}"' in head for k, v in labels.items()):

@@ -44,7 +44,7 @@ def webhook(control_plane: ControlPlane) -> Iterator[WebhookManager]:
     manager = webhook_manager(plane, home, name, extra=("--webhook-cert-validity-seconds=20",
                                                         "--webhook-ca-validity-seconds=45", "--lease-duration=6",
                                                         "--renew-deadline=4", "--retry-period=1"))  # fmt: skip
-    plane.apply(configurations(name, manager.base_url, {"matchLabels": SELECTED}))
+    plane.apply(configurations(plane, name, manager.base_url, {"matchLabels": SELECTED}))
     plane.apply([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n},
                   "value": v, "preemptionPolicy": "PreemptLowerPriority"}
                  for n, v in (("koord-prod", 9000), ("koord-batch", 5000))])  # fmt: skip

@@ -56,20 +56,22 @@ def colocated_ns(real_cluster: RealCluster, installed: None) -> Iterator[str]:
         plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=60s", check=False, timeout=90)
 
 
-def workloads(ns: str, image: str, cpu_milli: int) -> list[Obj]:
+def workloads(ns: str, image: str, cpu_milli: int, job_seconds: int) -> list[Obj]:
     """A Deployment and a Job as a user writes them: cpu and memory, no batch names, no scheduler, no priority."""
-    container = {"name": "work", "image": image, "imagePullPolicy": "Never",
-                 "command": ["python3", "-c", "import time; time.sleep(20); print('done')"],
-                 "resources": {"requests": {"cpu": f"{cpu_milli}m", "memory": "32Mi"},
-                               "limits": {"cpu": f"{cpu_milli}m", "memory": "64Mi"}}}  # fmt: skip
-    template = {"metadata": {"labels": {"app": "report"}},
-                "spec": {"terminationGracePeriodSeconds": 0, "containers": [container]}}  # fmt: skip
+
+    def template(app: str, seconds: int, **spec: Any) -> Obj:
+        container = {"name": "work", "image": image, "imagePullPolicy": "Never",
+                     "command": ["python3", "-c", f"import time; time.sleep({seconds}); print('done')"],
+                     "resources": {"requests": {"cpu": f"{cpu_milli}m", "memory": "32Mi"},
+                                   "limits": {"cpu": f"{cpu_milli}m", "memory": "64Mi"}}}  # fmt: skip
+        return {"metadata": {"labels": {"app": app}},
+                "spec": {"terminationGracePeriodSeconds": 0, "containers": [container], **spec}}  # fmt: skip
+
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "report", "namespace": ns},
-                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "report"}}, "template": template}}
-    job_template = {"metadata": {"labels": {"app": "nightly"}},
-                    "spec": {**template["spec"], "restartPolicy": "Never"}}  # fmt: skip
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "report"}},
+                           "template": template("report", 3600)}}  # fmt: skip
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "nightly", "namespace": ns},
-           "spec": {"backoffLimit": 0, "template": job_template}}
+           "spec": {"backoffLimit": 3, "template": template("nightly", job_seconds, restartPolicy="Never")}}
     return [deployment, job]
 
 
@@ -77,10 +79,12 @@ def test_a_deployment_and_a_job_applied_unchanged_run_as_batch_pods_on_the_real_
     real_cluster: RealCluster, colocated_ns: str
 ) -> None:
     cluster, ns = real_cluster, colocated_ns
-    allocatable = wait_for("batch-cpu on the real Node", lambda: batch_cpu_allocatable(cluster) >= 200, 90)
+    # What is free for batch follows this shared machine's real load: little (a few milli-cores) when other work
+    # saturates it, so the pods' size follows it.
+    wait_for("batch-cpu on the real Node", lambda: batch_cpu_allocatable(cluster) >= 5, 150)
     allocatable = batch_cpu_allocatable(cluster)
-    share = max(50, allocatable // 5)  # three pods take ~60 % of the node's batch-cpu
-    cluster.plane.apply(workloads(ns, cluster.image, share))
+    share = max(1, allocatable * 3 // 10)  # the Deployment's two pods take ~60 %, the Job's ~30 %
+    cluster.plane.apply(workloads(ns, cluster.image, share, job_seconds=15))
 
     def pods() -> list[Obj]:
         items: list[Obj] = cluster.kubectl_json("get", "pods", "-n", ns)["items"]
@@ -105,12 +109,21 @@ def test_a_deployment_and_a_job_applied_unchanged_run_as_batch_pods_on_the_real_
         assert Quantity.parse(resources["requests"][BATCH]).value() == share
         assert spec["nodeName"] == cluster.node.name, where
         assert p["status"]["qosClass"] == "BestEffort", where  # no cpu/memory left: the kubelet's BE tier
-    # Counted against the node's batch allocatable: a pod asking for 70 % of it fits alone, but not beside the
-    # three (60 %): it waits with Insufficient kubernetes.io/batch-cpu.
+    wait_for("the Job completed", lambda: (cluster.kubectl_json("get", "job", "nightly", "-n", ns)["status"]
+                                           .get("succeeded") or 0) >= 1, 90)  # fmt: skip
+    job = cluster.kubectl_json("get", "job", "nightly", "-n", ns)
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == f"{share}m", (
+        "the Job's own template stays as written")
+
+    # Counted against the node's batch allocatable: a probe that fits the node alone (with a quarter of the
+    # allocatable to spare for its drift) waits with Insufficient kubernetes.io/batch-cpu beside the Deployment's two
+    # pods, and binds once they are gone.
+    probe_milli = allocatable - 2 * share + max(1, allocatable // 4)
     probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
-             "spec": {"containers": [{"name": "c", "image": cluster.image, "imagePullPolicy": "Never",
+             "spec": {"terminationGracePeriodSeconds": 0,
+                      "containers": [{"name": "c", "image": cluster.image, "imagePullPolicy": "Never",
                                       "command": ["sleep", "3600"],
-                                      "resources": {"requests": {"cpu": f"{allocatable * 7 // 10}m"}}}]}}  # fmt: skip
+                                      "resources": {"requests": {"cpu": f"{probe_milli}m"}}}]}}  # fmt: skip
     cluster.plane.apply(probe)
 
     def refused() -> str | None:
@@ -119,13 +132,11 @@ def test_a_deployment_and_a_job_applied_unchanged_run_as_batch_pods_on_the_real_
         messages = [e.get("message") or "" for e in events]
         return next((m for m in messages if f"Insufficient {BATCH}" in m), None)
 
-    print(f"\nbatch-cpu allocatable {allocatable}, three pods of {share}: the probe of {allocatable * 7 // 10} waits: "
-          f"{wait_for('the probe refused for batch-cpu', refused, 60)}")
-    job = cluster.kubectl_json("get", "job", "nightly", "-n", ns)
-    wait_for("the Job completed", lambda: (cluster.kubectl_json("get", "job", "nightly", "-n", ns)["status"]
-                                           .get("succeeded") or 0) >= 1, 90)  # fmt: skip
-    assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == f"{share}m", (
-        "the Job's own template stays as written")
+    message = wait_for("the probe refused for batch-cpu", refused, 60)
+    print(f"\nbatch-cpu allocatable {allocatable}, two pods of {share} running: a probe of {probe_milli} waits: {message}")
+    cluster.plane.kubectl("scale", "deployment", "report", "-n", ns, "--replicas=0")
+    wait_for("the probe bound once the Deployment's pods are gone",
+             lambda: cluster.kubectl_json("get", "pod", "probe", "-n", ns)["spec"].get("nodeName"), 90)  # fmt: skip
 
 
 def test_the_manager_pods_serve_the_webhook_with_their_own_certificates(real_cluster: RealCluster,

@@ -362,3 +362,28 @@ def test_explain_names_the_profile_and_what_the_pod_got() -> None:
                            "priority koordinator-batch 5999; scheduler koordinator-scheduler")  # fmt: skip
     assert "kubernetes.io/batch-cpu=1k" in line
     assert describe_admission(koord_pod()).startswith("Colocation profile: none")
+
+
+def test_profile_problems_for_events() -> None:
+    from manager.admission.profilecheck import NO_CLASS, NO_NAMESPACE, profile_problems
+
+    ok = digest_profile(koord_profile(name="ok"))
+    no_class = digest_profile(koord_profile(name="no-class", priorityClassName="gone"))
+    no_namespace = digest_profile(koord_profile(name="nowhere", namespaceSelector={"matchLabels": {"x": "y"}}))
+    problems = profile_problems([ok, no_class, no_namespace], {"broken": "spec.probability: Invalid value"},
+                                {"colocated": NS, "other": {}}, ["koordinator-batch"])  # fmt: skip
+    assert set(problems) == {"no-class", "nowhere", "broken"}
+    assert [reason for reason, _ in problems["no-class"]] == [NO_CLASS]
+    assert [reason for reason, _ in problems["nowhere"]] == [NO_NAMESPACE]
+    assert problems["broken"] == [("InvalidProfile", "not applied to any pod: spec.probability: Invalid value")]
+
+
+def test_settings_certify_the_service_and_read_lists_from_the_environment() -> None:
+    from common.config import load_settings
+    from manager.settings import ManagerSettings
+
+    settings = load_settings(ManagerSettings, env_prefix="LOADLINE_MANAGER",
+                             environ={"LOADLINE_MANAGER_WEBHOOK_HOSTS": "127.0.0.1, webhook.example.com",
+                                      "LOADLINE_MANAGER_NAMESPACE": "ll"})  # fmt: skip
+    assert settings.webhook_names() == ("loadline-webhook.ll.svc", "loadline-webhook.ll.svc.cluster.local",
+                                        "127.0.0.1", "webhook.example.com")  # fmt: skip
