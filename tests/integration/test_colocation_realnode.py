@@ -10,6 +10,7 @@ resolves it to a ready pod's IP: `--enable-aggregator-routing`), over TLS with t
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -115,28 +116,52 @@ def test_a_deployment_and_a_job_applied_unchanged_run_as_batch_pods_on_the_real_
     assert job["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == f"{share}m", (
         "the Job's own template stays as written")
 
-    # Counted against the node's batch allocatable: a probe that fits the node alone (with a quarter of the
-    # allocatable to spare for its drift) waits with Insufficient kubernetes.io/batch-cpu beside the Deployment's two
-    # pods, and binds once they are gone.
-    probe_milli = allocatable - 2 * share + max(1, allocatable // 4)
-    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": ns},
-             "spec": {"terminationGracePeriodSeconds": 0,
-                      "containers": [{"name": "c", "image": cluster.image, "imagePullPolicy": "Never",
-                                      "command": ["sleep", "3600"],
-                                      "resources": {"requests": {"cpu": f"{probe_milli}m"}}}]}}  # fmt: skip
-    cluster.plane.apply(probe)
+    # With every manager replica stopped, a pod in the selected namespace is still created, unmutated, at once
+    # (failurePolicy Ignore; the Service has no endpoint). With no manager either to move the node's batch-cpu with
+    # this busy host's load, the accounting is checked on a fixed allocatable: a batch pod that fits the node alone
+    # waits with Insufficient kubernetes.io/batch-cpu beside the Deployment's two pods, and binds once they are gone.
+    plane = cluster.plane
+    plane.kubectl("scale", "deployment", "loadline-manager", "-n", NAMESPACE, "--replicas=0")
+    try:
+        wait_for("no manager pod", lambda: not cluster.pods("manager"), 90)
+        started = time.monotonic()
+        plane.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "unmutated", "namespace": ns},
+                     "spec": {"containers": [{"name": "c", "image": cluster.image, "command": ["sleep", "1"],
+                                              "resources": {"requests": {"cpu": "1m"}}}]}})  # fmt: skip
+        took = time.monotonic() - started
+        unmutated = cluster.kubectl_json("get", "pod", "unmutated", "-n", ns)
+        assert "koordinator.sh/qosClass" not in unmutated["metadata"].get("labels", {}), unmutated["metadata"]
+        assert unmutated["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1m"}
+        assert took < 5, f"creating a pod took {took:.1f}s with no manager replica"
+        fixed = 3 * share
+        plane.kubectl("patch", "node", cluster.node.name, "--subresource=status", "--type=merge", "-p", json.dumps(
+            {"status": {"capacity": {BATCH: str(fixed)}, "allocatable": {BATCH: str(fixed)}}}))  # fmt: skip
+        probe_milli = fixed - 2 * share + 1  # = share + 1: fits alone, not beside the two
+        probe = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": "probe", "namespace": ns, "labels": {"koordinator.sh/qosClass": "BE"}},
+                 "spec": {"terminationGracePeriodSeconds": 0, "schedulerName": "loadline-scheduler",
+                          "priorityClassName": "koord-batch", "nodeSelector": {REAL_NODE_LABEL: "true"},
+                          "containers": [{"name": "c", "image": cluster.image, "imagePullPolicy": "Never",
+                                          "command": ["sleep", "3600"],
+                                          "resources": {"requests": {BATCH: str(probe_milli)},
+                                                        "limits": {BATCH: str(probe_milli)}}}]}}  # fmt: skip
+        plane.apply(probe)
 
-    def refused() -> str | None:
-        events = cluster.kubectl_json("get", "events", "-n", ns, "--field-selector",
-                                      "involvedObject.name=probe,reason=FailedScheduling")["items"]  # fmt: skip
-        messages = [e.get("message") or "" for e in events]
-        return next((m for m in messages if f"Insufficient {BATCH}" in m), None)
+        def refused() -> str | None:
+            events = cluster.kubectl_json("get", "events", "-n", ns, "--field-selector",
+                                          "involvedObject.name=probe,reason=FailedScheduling")["items"]  # fmt: skip
+            messages = [e.get("message") or "" for e in events]
+            return next((m for m in messages if f"Insufficient {BATCH}" in m), None)
 
-    message = wait_for("the probe refused for batch-cpu", refused, 60)
-    print(f"\nbatch-cpu allocatable {allocatable}, two pods of {share} running: a probe of {probe_milli} waits: {message}")
-    cluster.plane.kubectl("scale", "deployment", "report", "-n", ns, "--replicas=0")
-    wait_for("the probe bound once the Deployment's pods are gone",
-             lambda: cluster.kubectl_json("get", "pod", "probe", "-n", ns)["spec"].get("nodeName"), 90)  # fmt: skip
+        message = wait_for("the probe refused for batch-cpu", refused, 60)
+        print(f"\nbatch-cpu allocatable {fixed}, two pods of {share} running: a probe of {probe_milli} waits: {message}")
+        plane.kubectl("scale", "deployment", "report", "-n", ns, "--replicas=0")
+        wait_for("the probe bound once the Deployment's pods are gone",
+                 lambda: cluster.kubectl_json("get", "pod", "probe", "-n", ns)["spec"].get("nodeName"), 90)  # fmt: skip
+    finally:
+        plane.kubectl("scale", "deployment", "loadline-manager", "-n", NAMESPACE, "--replicas=2")
+        plane.kubectl("rollout", "status", "deployment/loadline-manager", "-n", NAMESPACE, "--timeout=180s",
+                      timeout=190)  # fmt: skip
 
 
 def test_the_manager_pods_serve_the_webhook_with_their_own_certificates(real_cluster: RealCluster,
