@@ -75,6 +75,41 @@ def parse_review(body: bytes) -> Request:
     )
 
 
+def _string_map(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and all(isinstance(v, str) for v in value.values()))
+
+
+def pod_shape_problem(pod: JSON) -> str | None:
+    """What makes `pod` no Pod the webhooks can read (the API server only sends decoded pods; anything else is a
+    request of someone else), None when its shape is right."""
+    meta, spec = pod.get("metadata"), pod.get("spec")
+    if meta is not None and not isinstance(meta, dict):
+        return "metadata is not an object"
+    for key in ("labels", "annotations"):
+        if not _string_map((meta or {}).get(key)):
+            return f"metadata.{key} is not a map of strings"
+    if spec is not None and not isinstance(spec, dict):
+        return "spec is not an object"
+    spec = spec or {}
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        return "spec.priority is not an integer"
+    if not isinstance(spec.get("overhead") or {}, dict):
+        return "spec.overhead is not an object"
+    for key in ("containers", "initContainers"):
+        containers = spec.get(key)
+        if containers is None:
+            continue
+        if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+            return f"spec.{key} is not a list of objects"
+        for c in containers:
+            resources = c.get("resources")
+            if resources is not None and (not isinstance(resources, dict) or not all(
+                    isinstance(resources.get(k) or {}, dict) for k in ("requests", "limits"))):  # fmt: skip
+                return f"spec.{key}[].resources is not an object of requests and limits"
+    return None
+
+
 def _warnings(warnings: Sequence[str]) -> list[str]:
     return [w if len(w) <= WARNING_LIMIT else w[: WARNING_LIMIT - 3] + "..." for w in warnings]
 

@@ -56,6 +56,10 @@ class Webhooks:
         started = time.perf_counter()
         try:
             request = review.parse_review(body)
+            if request.resource == "pods" and not request.sub_resource:
+                for obj in (request.object, request.old_object):
+                    if obj is not None and (problem := review.pod_shape_problem(obj)):
+                        raise review.BadReview(f"request object is no Pod: {problem}")
         except review.BadReview as exc:
             metrics.ADMISSIONS.labels(webhook, "", "bad_request").inc()
             self._log(logging.WARNING, f"bad:{webhook}:{exc}", "%s: refused a malformed request (400): %s",

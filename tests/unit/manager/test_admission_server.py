@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import ssl
 import time
 from typing import Any
@@ -158,3 +159,42 @@ async def _serve_and_call() -> None:
             assert response.status == 200
     finally:
         await runner.cleanup()
+
+
+# ----------------------------------------------------------------------------- hostile input
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from common.api.colocation import check_profile  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=30,
+)
+KEYS = st.sampled_from(["metadata", "spec", "labels", "containers", "resources", "requests", "limits", "cpu", "memory",
+                        "kubernetes.io/batch-cpu", "priority", "koordinator.sh/qosClass", "patch", "selector",
+                        "matchExpressions", "probability", "namespaceSelector", "name"])  # fmt: skip
+SHAPED = st.recursive(JSON_VALUES, lambda inner: st.dictionaries(KEYS, inner, max_size=5), max_leaves=40)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(obj=SHAPED, webhook=st.sampled_from(["mutate-pod", "validate-pod", "validate-profile"]),
+       operation=st.sampled_from(["CREATE", "UPDATE"]))  # fmt: skip
+def test_any_object_gets_an_answer_never_an_exception(obj: Any, webhook: str, operation: str) -> None:
+    caches = caches_with([koord_profile()], {"colocated": {"enable-koordinator-colocation": "true"}})
+    resource = "clustercolocationprofiles" if webhook == "validate-profile" else "pods"
+    request = {"uid": "u", "operation": operation, "resource": {"resource": resource}, "namespace": "colocated",
+               "object": obj, "oldObject": obj}  # fmt: skip
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+    status, answer = asyncio.run(Webhooks(caches, []).handle(webhook, body))
+    assert status in (200, 400)
+    if status == 200:
+        assert orjson.loads(answer)["response"]["uid"] == "u"
+
+
+@settings(max_examples=200, deadline=None)
+@given(spec=SHAPED)
+def test_any_profile_is_digested_or_refused_with_reasons(spec: Any) -> None:
+    profile, errors = check_profile({"metadata": {"name": "p"}, "spec": spec})
+    assert (profile is None) == bool(errors)
