@@ -190,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if not name or "/" in namespace:
         print(f"loadline explain: expected <namespace>/<pod>, got {args.pod!r}", file=sys.stderr)
         return 2
+    from manager.admission.explain import admission_line  # the pod's admission, from the API server
+
+    admission = admission_line(namespace, name, args.kubeconfig, args.timeout)
     server, source = (args.server, "--server") if args.server else default_server()
     try:
         status, doc = fetch(server, namespace, name, args.timeout)
@@ -200,10 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             "  pass the scheduler's address with --server URL or set LOADLINE_SCHEDULER_URL",
             file=sys.stderr,
         )
+        print(admission, file=sys.stderr)
         return 1
-    from manager.admission.explain import admission_line  # the pod's admission, from the API server
-
-    admission = admission_line(namespace, name, args.kubeconfig, args.timeout)
     if args.json:
         print(json.dumps({**doc, "admission": admission}, indent=2))
         return 0 if status == 200 else 1

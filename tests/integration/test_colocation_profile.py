@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -162,6 +164,12 @@ def test_koordinators_documented_profiles_do_what_its_docs_say(control_plane: Co
     spark = get(plane, "pod", "spark-exec", ns)
     assert spark["spec"]["priorityClassName"] == "koord-batch" and "koordinator.sh/mutated" not in spark["metadata"]["labels"]
     assert BATCH in spark["spec"]["containers"][0]["resources"]["requests"]
+    # `loadline explain` names the profile (read from the API server; no scheduler runs here, which it says too)
+    explain = subprocess.run([sys.executable, "-m", "common.cli", "explain", f"{ns}/test-pod", "--server",
+                              "http://127.0.0.1:9", f"--kubeconfig={plane.kubeconfig}", "--timeout=5"],
+                             capture_output=True, text=True, cwd=REPO_ROOT, timeout=60, check=False)  # fmt: skip
+    assert (f"Colocation profile: colocation-profile-example-{RUN} (applied when the pod was created: qosClass BE; "
+            "priority koord-batch 5000; scheduler koord-scheduler") in explain.stderr, explain.stderr
     plain = get(plane, "pod", "plain", ns)
     assert plain["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1", "memory": "3456Mi"}
     assert "loadline.io/colocation-profile" not in (plain["metadata"].get("annotations") or {})
