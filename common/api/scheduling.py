@@ -358,3 +358,27 @@ def normalized_image_name(name: str) -> str:
     if name.rfind(":") <= name.rfind("/"):
         return name + ":latest"
     return name
+
+
+# --------------------------------------------------------------------------- priority classes
+@dataclass(frozen=True, slots=True)
+class PriorityClassInfo:
+    """A scheduling.k8s.io/v1 PriorityClass: what a pod naming it gets (value and preemptionPolicy)."""
+
+    name: str
+    value: int
+    preemption_policy: str | None = None  # None: the API server's default (PreemptLowerPriority)
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassInfo:
+    meta = _mapping(obj.get("metadata"), "metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise MalformedObjectError("metadata.name: required")
+    value = obj.get("value")
+    if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
+        raise MalformedObjectError(f"value: must be a 32-bit integer, got {value!r}")
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in ("PreemptLowerPriority", "Never"):
+        raise MalformedObjectError(f"preemptionPolicy: unknown value {policy!r}")
+    return PriorityClassInfo(name, value, policy)

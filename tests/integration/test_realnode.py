@@ -623,10 +623,11 @@ def test_helm_uninstall_leaves_nothing_of_loadline(real_cluster: RealCluster) ->
     real_cluster.uninstall()
 
     def left() -> list[str]:
-        names = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
-                                           "-o", "name").stdout.split()  # fmt: skip
-        cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
-                                                    "name").stdout.split()  # fmt: skip
+        names = real_cluster.plane.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings", "-n",
+                                           NAMESPACE, "-o", "name").stdout.split()  # fmt: skip
+        cluster_scoped = real_cluster.plane.kubectl(
+            "get", "clusterroles,clusterrolebindings,priorityclasses,mutatingwebhookconfigurations,"
+            "validatingwebhookconfigurations", "-o", "name").stdout.split()  # fmt: skip
         return [n for n in names + cluster_scoped if "loadline" in n or "slo-controller" in n or "koord-" in n]
 
     # helm --wait returns once the workloads are gone; their pods terminate after.
