@@ -108,7 +108,7 @@ class NodeAgent:
 
             self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
             pipeline.attach_publisher(http, self.cache, s)
-        if s.prediction and http is not None and s.publish:
+        if s.prediction and http is not None:
             from agent.prediction.node import NodePrediction, predictor_settings
             from agent.prediction.predictor import PeakPredictor
 

@@ -179,8 +179,11 @@ class HistogramBank:
         r = np.atleast_1d(np.asarray(rows, dtype=np.intp))
         if r.size == 0:
             return
-        v = np.broadcast_to(np.asarray(values, dtype=np.float64), r.shape)
-        t = np.broadcast_to(np.asarray(times, dtype=np.float64), r.shape)
+        v, t = np.asarray(values, dtype=np.float64), np.asarray(times, dtype=np.float64)
+        if v.shape != r.shape:
+            v = np.full(r.shape, v) if v.ndim == 0 else np.broadcast_to(v, r.shape)
+        if t.shape != r.shape:
+            t = np.full(r.shape, t) if t.ndim == 0 else np.broadcast_to(t, r.shape)
         if np.unique(r).size != r.size:  # repeated rows: one at a time, so each renormalisation sees the last
             for i in range(r.size):
                 self.add(r[i : i + 1], v[i : i + 1], t[i : i + 1], weight)

@@ -38,7 +38,15 @@ import numpy as np
 
 from agent.prediction import checkpoint
 from agent.prediction.models import NODE_UID, PRIORITY_ITEMS, SYSTEM_ITEM, PeakModels, node_item_uid
-from agent.prediction.reclaimable import PredictedPod, ReclaimPolicy, ReclaimResult, Resources, prod_reclaimable
+from agent.prediction.reclaimable import (
+    CPU_PERCENTILE,
+    MEMORY_PERCENTILE,
+    PredictedPod,
+    ReclaimPolicy,
+    ReclaimResult,
+    Resources,
+    prod_reclaimable,
+)
 from agent.series import (
     CPU_USAGE_CORES,
     MEMORY_ANON_USAGE_BYTES,
@@ -318,15 +326,25 @@ class PeakPredictor:
 
     # -------------------------------------------------------------------------------------------- results
     def result(
-        self, pods: Iterable[PredictedPod], allocatable: Resources | None, *, wall: float | None = None
+        self,
+        pods: Iterable[PredictedPod],
+        allocatable: Resources | None,
+        *,
+        wall: float | None = None,
+        policy: ReclaimPolicy | None = None,
     ) -> ReclaimResult:
-        """prodReclaimable and prodPeak for the pods the report carries (koordlet: those with a podsMetric entry)."""
+        """prodReclaimable and prodPeak for the pods the report carries (koordlet: those with a podsMetric entry);
+        `policy` other than the settings' only for what-if comparisons (the bench's margin sweep)."""
         now = self.wall() if wall is None else wall
         pod_list = list(pods)
         wanted = [p.uid for p in pod_list] + [node_item_uid(SYSTEM_ITEM), *(node_item_uid(c) for c in PRIORITY_ITEMS)]
-        predictions = self.models.predict(wanted)
+        predictions = self.models.predict(wanted, cpu=(CPU_PERCENTILE,), memory=(MEMORY_PERCENTILE,))
         since = {uid: s for uid in wanted if (s := self.models.history_since(uid)) is not None}
-        result = prod_reclaimable(pod_list, predictions, allocatable, self.settings.policy, now=now, model_since=since)
+        result = prod_reclaimable(
+            pod_list, predictions, allocatable, policy or self.settings.policy, now=now, model_since=since
+        )
+        if policy is not None:
+            return result
         self.last_result = result
         if self.metrics is not None:
             for gauge, value in ((self.metrics.reclaimable, result.reclaimable), (self.metrics.peak, result.peak)):
