@@ -141,36 +141,14 @@ def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
 
 # ------------------------------------------------------------------------------------------------ metrics
 class _Metrics:
-    """prometheus_client series, created on first use (an agent without prediction never imports the library)."""
+    """The process's prediction series (agent/prediction/metrics.py), imported on first use."""
 
     def __init__(self) -> None:
-        from prometheus_client import Counter, Gauge
+        from agent.prediction import metrics
 
-        self.models = Gauge("loadline_agent_prediction_models", "Peak-predictor models held (pods and node items)")
-        self.model_bytes = Gauge("loadline_agent_prediction_model_bytes", "Memory of the models' histograms")
-        self.refused = Counter(
-            "loadline_agent_prediction_refused_pods_total", "Pods left without a model: the max-pods bound was full"
-        )
-        self.resets = Counter(
-            "loadline_agent_prediction_resets_total",
-            "Model resets and re-anchorings, by reason (checkpoint_unusable, clock_jump)",
-            ["reason"],
-        )
-        self.dropped = Counter(
-            "loadline_agent_prediction_dropped_samples_total", "Training samples dropped (not finite or negative)"
-        )
-        self.training_seconds = Gauge("loadline_agent_prediction_training_seconds", "Duration of the last training")
-        self.checkpoints = Counter(
-            "loadline_agent_prediction_checkpoint_writes_total", "Checkpoint writes, by result", ["result"]
-        )
-        self.reclaimable = Gauge(
-            "loadline_agent_prod_reclaimable", "prodReclaimableMetric last reported (cores, bytes)", ["resource"]
-        )
-        self.peak = Gauge("loadline_agent_prod_peak", "prodPeakMetric last reported (cores, bytes)", ["resource"])
-        for reason in ("checkpoint_unusable", "clock_jump"):
-            self.resets.labels(reason)
-        for result in ("ok", "failed"):
-            self.checkpoints.labels(result)
+        self.models, self.model_bytes, self.refused = metrics.MODELS, metrics.MODEL_BYTES, metrics.REFUSED
+        self.resets, self.dropped, self.training_seconds = metrics.RESETS, metrics.DROPPED, metrics.TRAINING_SECONDS
+        self.checkpoints, self.reclaimable, self.peak = metrics.CHECKPOINTS, metrics.RECLAIMABLE, metrics.PEAK
 
 
 # ------------------------------------------------------------------------------------------------ the predictor
