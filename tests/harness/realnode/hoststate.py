@@ -44,6 +44,7 @@ HOST_PATHS = tuple(
         "/etc/cni",
         "/opt/cni",
         "/etc/kubernetes",
+        "/var/lib/loadline",  # the chart's default hostPath of the agent's peak-model checkpoint
     )
 )
 IPTABLES = ("iptables", "ip6tables")
