@@ -16,12 +16,16 @@ from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requ
 from common.api.podgroup import GangRef, GangSpecError, gang_of
 from common.api.quantity import QuantityError
 from common.api.scheduling import (
+    PodAffinity,
     PreferredTerm,
     SelectorTerm,
     Toleration,
+    TopologySpreadConstraint,
     parse_node_affinity,
+    parse_pod_affinity,
     parse_time,
     parse_tolerations,
+    parse_topology_spread_constraints,
     string_map,
 )
 
@@ -58,6 +62,7 @@ class PodInfo:
         "nominated_node_name",
         "nonzero_requests",
         "phase",
+        "pod_affinity",
         "preempt_never",
         "preferred_affinity",
         "priority",
@@ -69,6 +74,7 @@ class PodInfo:
         "scheduling_gates",
         "start_time",
         "tolerations",
+        "topology_spread",
         "uid",
     )
 
@@ -102,6 +108,9 @@ class PodInfo:
     gang: GangRef | None
     gang_error: str | None
     memo: dict[str, Any]
+    # inter-pod placement (InterPodAffinity, PodTopologySpread)
+    pod_affinity: PodAffinity | None  # None: no pod affinity or anti-affinity term
+    topology_spread: tuple[TopologySpreadConstraint, ...]
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -163,6 +172,9 @@ class PodInfo:
             # The pod is still schedulable data-wise; Coscheduling rejects it with this reason.
             self.gang, self.gang_error = None, str(exc)
         self.memo = {}
+        # --- inter-pod placement: pod (anti-)affinity and topology spread constraints
+        self.pod_affinity = parse_pod_affinity(spec.get("affinity"), self.namespace)
+        self.topology_spread = parse_topology_spread_constraints(spec.get("topologySpreadConstraints"))
         return self
 
     def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:

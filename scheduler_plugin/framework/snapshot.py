@@ -29,6 +29,7 @@ from scheduler_plugin.framework.nodecolumns import (
     parse_resource_list,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
+from scheduler_plugin.framework.podmatch import PodMatchIndex
 from scheduler_plugin.framework.stores import ObjectStore
 
 # The node side is re-exported: plugins read one `Snapshot`.
@@ -70,6 +71,8 @@ class Snapshot(NodeColumns):
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
+        # Accounted pods per node row by label selector and by carried (anti-)affinity term (`podmatch`).
+        self.pod_matches = PodMatchIndex(self)
         self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -157,11 +160,12 @@ class Snapshot(NodeColumns):
             current = self.node(record.node_index).name
             if record.assumed and (not target or target == current):
                 # The API server has not caught up with (or just confirmed) our assumption.
-                record.pod = pod if target else record.pod
+                if target:
+                    self._replace_record_pod(record, pod)
                 record.assumed = not target
                 return
             if target == current and pod.requests == record.pod.requests:
-                record.pod = pod  # a status-only update of a bound pod: nothing to re-account
+                self._replace_record_pod(record, pod)  # a status-only update of a bound pod: nothing to re-account
                 self._touch(record.node_index)
                 return
             self._unaccount(key)
@@ -248,7 +252,12 @@ class Snapshot(NodeColumns):
         record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero)
         self.records[pod.key] = record
         info.pods[pod.key] = record
+        self.pod_matches.add(pod, i)
         self._touch(i)
+
+    def _replace_record_pod(self, record: PodRecord, pod: PodInfo) -> None:
+        old, record.pod = record.pod, pod
+        self.pod_matches.replace(old, pod, record.node_index)
 
     def _unaccount(self, key: str) -> None:
         record = self.records.pop(key)
@@ -259,6 +268,7 @@ class Snapshot(NodeColumns):
         info = self._nodes[i]
         if info is not None:
             info.pods.pop(key, None)
+        self.pod_matches.remove(record.pod, i)
         self._touch(i)
 
     # ------------------------------------------------------------------ pod indexes

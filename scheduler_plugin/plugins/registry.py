@@ -3,8 +3,8 @@
 Default profile (multiPoint, order = Filter/PreFilter order): SchedulingGates,
 Coscheduling (also the QueueSort, so gangs stay together), NodeUnschedulable,
 NodeName, TaintToleration (weight 3), NodeAffinity (2), NodeResourcesFit (1),
-LoadAwareScheduling (1), DefaultPreemption (PostFilter), DefaultBinder. NetworkTopology and PrioritySort are
-registered but opt-in.
+PodTopologySpread (2), InterPodAffinity (2), LoadAwareScheduling (1), DefaultPreemption (PostFilter),
+DefaultBinder. NetworkTopology and PrioritySort are registered but opt-in.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ from scheduler_plugin.plugins import (
     coscheduling,
     defaultbinder,
     defaultpreemption,
+    interpodaffinity,
     loadaware,
     networktopology,
     nodeaffinity,
     nodename,
     noderesources,
     nodeunschedulable,
+    podtopologyspread,
     queuesort,
     schedulinggates,
     tainttoleration,
@@ -44,6 +46,10 @@ IN_TREE_REGISTRY = Registry(
         tainttoleration.NAME: PluginSpec(tainttoleration.TaintToleration.new),
         nodeaffinity.NAME: PluginSpec(nodeaffinity.NodeAffinity.new),
         noderesources.NAME: PluginSpec(noderesources.NodeResourcesFit.new, noderesources.NodeResourcesFitArgs),
+        podtopologyspread.NAME: PluginSpec(podtopologyspread.PodTopologySpread.new,
+                                           podtopologyspread.PodTopologySpreadArgs),
+        interpodaffinity.NAME: PluginSpec(interpodaffinity.InterPodAffinity.new,
+                                          interpodaffinity.InterPodAffinityArgs),
         loadaware.NAME: PluginSpec(loadaware.LoadAwareScheduling.new, loadaware.LoadAwareSchedulingArgs),
         coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
         networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
@@ -63,6 +69,8 @@ DEFAULT_PLUGINS = Plugins(
             PluginRef(name=tainttoleration.NAME, weight=3),
             PluginRef(name=nodeaffinity.NAME, weight=2),
             PluginRef(name=noderesources.NAME, weight=1),
+            PluginRef(name=podtopologyspread.NAME, weight=2),
+            PluginRef(name=interpodaffinity.NAME, weight=2),
             PluginRef(name=loadaware.NAME, weight=1),
             PluginRef(name=defaultpreemption.NAME),
             PluginRef(name=defaultbinder.NAME),

@@ -30,7 +30,14 @@ from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector, object_key
-from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE
+from scheduler_plugin.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    NODE_ADD,
+    NODE_DELETE,
+    NODE_UPDATE,
+)
 from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -168,8 +175,9 @@ class ClusterCache:
 
     async def _installed(self, resource: WatchedResource) -> bool | None:
         """Whether discovery lists the resource; None when the API server cannot tell us now."""
+        core = resource.group in ("", "core")
         try:
-            found = await self.http.get(f"/apis/{resource.group}/{resource.version}")
+            found = await self.http.get("/api/v1" if core else f"/apis/{resource.group}/{resource.version}")
         except KubeError as exc:
             return False if exc.status in (403, 404) else None
         return any(isinstance(r, Mapping) and r.get("name") == resource.plural for r in found.get("resources") or [])
@@ -228,8 +236,11 @@ class ClusterCache:
     def _on_node(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
         name = object_key(obj)
         if kind == "DELETED":
+            known = self.snapshot.node_by_name(name) is not None
             self.snapshot.remove_node(name)
             self.malformed.clear("Node", name)
+            if known:
+                self.listener.cluster_event(NODE_DELETE)
             return
         known = self.snapshot.node_by_name(name) is not None
         if known and old is not None and not node_changed_for_scheduling(old, obj):
@@ -276,6 +287,11 @@ class ClusterCache:
         snap.upsert_pod_info(pod)
         if held and key not in snap.records:
             self.listener.cluster_event(ASSIGNED_POD_DELETE)  # finished: its resources are free
+        elif pod.node_name and key in snap.records:
+            if previous is None or not previous.node_name:
+                self.listener.cluster_event(ASSIGNED_POD_ADD)  # bound (by us or anyone): pod affinity may hold now
+            elif previous.labels != pod.labels:
+                self.listener.cluster_event(ASSIGNED_POD_UPDATE)
         self.listener.pod_changed(pod, is_new=kind == "ADDED", spec_changed=pod_spec_changed(old, obj))
 
     # ------------------------------------------------------------------ plugins' stores

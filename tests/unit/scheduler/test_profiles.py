@@ -29,12 +29,17 @@ def test_default_profile() -> None:
     fw = frameworks_from_config(None, snapshot=Snapshot())["loadline-scheduler"]
     assert fw.queue_sort_plugin is not None and fw.queue_sort_plugin.name == "Coscheduling"
     assert names(fw.pre_enqueue_plugins) == ["SchedulingGates"]
-    assert names(fw.pre_filter_plugins) == ["Coscheduling", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling"]
+    assert names(fw.pre_filter_plugins) == [
+        "Coscheduling", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+        "LoadAwareScheduling",
+    ]
     assert names(fw.filter_plugins) == [
-        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling",
+        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread",
+        "InterPodAffinity", "LoadAwareScheduling",
     ]
     assert [(p.name, w) for p, w, _ in fw.score_plugins] == [
-        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("LoadAwareScheduling", 1),
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2), ("LoadAwareScheduling", 1),
     ]
     assert names(fw.post_filter_plugins) == ["Coscheduling", "DefaultPreemption"]
     assert names(fw.permit_plugins) == ["Coscheduling"]
@@ -72,7 +77,8 @@ profiles:
     assert hot.percentage_of_nodes_to_score == 40
     # The explicitly listed LoadAware keeps its place first with its own weight; NodeAffinity leaves Score only.
     assert [(p.name, w) for p, w, _ in hot.score_plugins] == [
-        ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1),
+        ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1), ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
     ]
     assert "NodeAffinity" in names(hot.filter_plugins)
     plugin = hot.plugins["LoadAwareScheduling"]

@@ -40,6 +40,9 @@ def kinds(config: dict[str, object] | None) -> list[tuple[str, str]]:
 def test_the_default_profile_watches_node_metrics_and_both_pod_group_groups() -> None:
     assert kinds(None) == [
         ("PodGroup", "scheduling.x-k8s.io"), ("PodGroup", "scheduling.sigs.k8s.io"),
+        # PodTopologySpread's default constraints read the pods' Services and controllers
+        ("Service", ""), ("ReplicationController", ""), ("ReplicaSet", "apps"), ("StatefulSet", "apps"),
+        ("Namespace", ""),  # InterPodAffinity's namespaceSelector
         ("NodeMetric", "slo.koordinator.sh"),
     ]
     without_loadaware = {
