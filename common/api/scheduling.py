@@ -411,6 +411,8 @@ def _weighted_terms(raw: Any, namespace: str, field: str) -> tuple[WeightedPodAf
 def parse_pod_affinity(affinity: Any, namespace: str, field: str = "spec.affinity") -> PodAffinity | None:
     """The pod (anti-)affinity of `spec.affinity`, or None when it has no term at all."""
     outer = _mapping(affinity, field)
+    if outer.get("podAffinity") is None and outer.get("podAntiAffinity") is None:
+        return None  # (most pods: nothing to parse)
     kinds = []
     for kind in ("podAffinity", "podAntiAffinity"):
         base = f"{field}.{kind}"

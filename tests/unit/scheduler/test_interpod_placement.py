@@ -250,3 +250,24 @@ def test_carried_terms_follow_their_pods() -> None:
         snap.remove_pod(key)
     assert not snap.pod_matches.has_carried("required_anti_affinity")
     assert np.asarray(brute_counts(snap, PodFilter(((None, selector_of(app="web")),)))).sum() == 0
+
+
+def test_explain_shows_each_nodes_reason_and_the_scores() -> None:
+    """`loadline explain` renders `framework.explain`: the rejected nodes with these plugins' reasons, the scored
+    ones with their PodTopologySpread/InterPodAffinity scores."""
+    from scheduler_plugin.framework.explain import explain
+
+    fw, snap = cluster(hostnamed(3))
+    anti = affinity(anti_required=[term(labels={"app": "web"}, topology=HOST)])
+    assert scheduling_cycle(fw, PodInfo.from_dict(pod("web-0", "100m", "64Mi", labels={"app": "web"},
+                                                      affinity=anti))).status.is_success()
+    taken = {r.node_index for r in snap.records.values()}
+    incoming = a_pod("web-1", labels={"app": "web"}, aff=anti,
+                     constraints=[spread(1, HOST, "ScheduleAnyway", match=selector(labels={"app": "web"}))])
+    result = scheduling_cycle(fw, PodInfo.from_dict(incoming), record=True)
+    lines = {e.node: e for e in explain(result, snap)}
+    rejected = snap.node_name(next(iter(taken)))
+    assert lines[rejected].rejected_by == "InterPodAffinity"
+    assert lines[rejected].reasons == ["node(s) didn't match pod anti-affinity rules"]
+    scored = [e for e in lines.values() if e.total is not None]
+    assert len(scored) == 2 and all(e.scores["PodTopologySpread"][2] == 2 for e in scored)
