@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -92,18 +92,30 @@ def selector_matcher(selector: LabelSelector) -> Matcher:
 @dataclass(frozen=True, slots=True)
 class PodFilter:
     """Pods matching every clause: namespace in the clause's set (None: any) and labels matching its selector;
-    with `skip_deleting`, not pods being deleted (PodTopologySpread's countPodsMatchSelector)."""
+    with `skip_deleting`, not pods being deleted (PodTopologySpread's countPodsMatchSelector).
+
+    The hash and the compiled selectors are computed once: a selector may hold thousands of values, and a
+    filter is hashed on every lookup and matched against every pod accounted."""
 
     clauses: tuple[Clause, ...]
     skip_deleting: bool = False
+    _matchers: tuple[tuple[Namespaces, Matcher], ...] = field(init=False, compare=False, repr=False)
+    _hash: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_matchers", tuple((ns, selector_matcher(sel)) for ns, sel in self.clauses))
+        object.__setattr__(self, "_hash", hash((self.clauses, self.skip_deleting)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def matches(self, pod: PodInfo) -> bool:
         if self.skip_deleting and pod.deleting:
             return False
-        for namespaces, selector in self.clauses:
+        for namespaces, matches in self._matchers:
             if namespaces is not None and pod.namespace not in namespaces:
                 return False
-            if not selector_matcher(selector)(pod.labels):
+            if not matches(pod.labels):
                 return False
         return True
 

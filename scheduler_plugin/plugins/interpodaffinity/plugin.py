@@ -28,8 +28,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel
 
+from common.api.scheduling import PodAffinityTerm
 from scheduler_plugin.framework.cycle_state import CycleState
-from scheduler_plugin.framework.events import ASSIGNED_POD_CHANGES, NAMESPACE_CHANGE, NODE_CHANGES
+from scheduler_plugin.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_CHANGES,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    NAMESPACE_CHANGE,
+    NODE_CHANGES,
+)
 from scheduler_plugin.framework.interfaces import (
     ALL_PASS,
     MAX_NODE_SCORE,
@@ -124,12 +132,13 @@ class ScoreState:
 class InterPodAffinity:
     name = NAME
 
-    def __init__(self, args: InterPodAffinityArgs) -> None:
+    def __init__(self, args: InterPodAffinityArgs, handle: FrameworkHandle | None = None) -> None:
         self.args = args
+        self.handle = handle
 
     @classmethod
-    def new(cls, args: BaseModel | None, _handle: FrameworkHandle) -> InterPodAffinity:
-        return cls(plugin_args(NAME, args, InterPodAffinityArgs))
+    def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> InterPodAffinity:
+        return cls(plugin_args(NAME, args, InterPodAffinityArgs), handle)
 
     def watched_resources(self) -> tuple[WatchedResource, ...]:
         return (NAMESPACES,)  # kube-scheduler's namespace lister (namespaceSelector)
@@ -138,6 +147,32 @@ class InterPodAffinity:
         # A pod bound, relabelled or deleted; a node added or relabelled (kube-scheduler's); a namespace
         # relabelled (a namespaceSelector may select it now: kube-scheduler waits for its periodic flush).
         return ASSIGNED_POD_CHANGES | NODE_CHANGES | {NAMESPACE_CHANGE}
+
+    def queueing_hint(self, event: str, pending: PodInfo, changed: PodInfo | None, old: PodInfo | None) -> bool:
+        """kube-scheduler's isSchedulableAfterPodChange: a pod bound that matches all the pending pod's required
+        affinity terms; relabelled into them, or out of all its anti-affinity terms; deleted while matching all
+        its anti-affinity terms, or carrying anti-affinity terms that all match the pending pod. (Namespace
+        selectors are matched against the namespaces' labels, where kube-scheduler's hint passes none.)"""
+        if event not in ASSIGNED_POD_CHANGES or self.handle is None:
+            return True
+        namespaces = self.handle.snapshot.store(Namespaces)
+        affinity = pending.pod_affinity
+        required = affinity.required_affinity if affinity is not None else ()
+        anti = affinity.required_anti_affinity if affinity is not None else ()
+
+        def all_match(terms: Sequence[PodAffinityTerm], pod: PodInfo | None) -> bool:
+            return (pod is not None and bool(terms)
+                    and all(term_matches(t, pod, namespaces.labels(pod.namespace)) for t in terms))
+
+        if event == ASSIGNED_POD_ADD:
+            return all_match(required, changed)
+        if event == ASSIGNED_POD_UPDATE:
+            return ((not all_match(required, old) and all_match(required, changed))
+                    or (all_match(anti, old) and not all_match(anti, changed)))
+        if event == ASSIGNED_POD_DELETE and old is not None:
+            theirs = old.pod_affinity.required_anti_affinity if old.pod_affinity is not None else ()
+            return all_match(anti, old) or all_match(theirs, pending)
+        return True
 
     # ------------------------------------------------------------------ PreFilter (+ extensions)
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:

@@ -30,7 +30,14 @@ from pydantic import BaseModel
 from common.api import constants as c
 from common.api.scheduling import LabelSelector, Requirement, TopologySpreadConstraint, first_untolerated
 from scheduler_plugin.framework.cycle_state import CycleState
-from scheduler_plugin.framework.events import ASSIGNED_POD_CHANGES, NODE_CHANGES, NODE_DELETE
+from scheduler_plugin.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_CHANGES,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    NODE_CHANGES,
+    NODE_DELETE,
+)
 from scheduler_plugin.framework.interfaces import (
     ALL_PASS,
     MAX_NODE_SCORE,
@@ -175,14 +182,15 @@ class ScoreState:
 class PodTopologySpread:
     name = NAME
 
-    def __init__(self, args: PodTopologySpreadArgs) -> None:
+    def __init__(self, args: PodTopologySpreadArgs, handle: FrameworkHandle | None = None) -> None:
         self.args = args
+        self.handle = handle
         self.system_defaulted = args.defaulting_type == "System"
         self.default_constraints = args.constraints
 
     @classmethod
-    def new(cls, args: BaseModel | None, _handle: FrameworkHandle) -> PodTopologySpread:
-        return cls(plugin_args(NAME, args, PodTopologySpreadArgs))
+    def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> PodTopologySpread:
+        return cls(plugin_args(NAME, args, PodTopologySpreadArgs), handle)
 
     def watched_resources(self) -> tuple[WatchedResource, ...]:
         # kube-scheduler sets these listers only when there are default constraints.
@@ -190,6 +198,22 @@ class PodTopologySpread:
 
     def events_to_register(self) -> frozenset[str]:
         return ASSIGNED_POD_CHANGES | NODE_CHANGES | {NODE_DELETE}
+
+    def queueing_hint(self, event: str, pending: PodInfo, changed: PodInfo | None, old: PodInfo | None) -> bool:
+        """kube-scheduler's isSchedulableAfterPodChange: a pod of the pending pod's namespace bound, relabelled or
+        deleted whose labels a DoNotSchedule constraint selects (before or after, differently when relabelled)."""
+        if event not in ASSIGNED_POD_CHANGES or self.handle is None:
+            return True
+        if any(p is not None and p.namespace != pending.namespace for p in (changed, old)):
+            return False
+        constraints = self.constraints(pending, DO_NOT_SCHEDULE, self.handle.snapshot)
+        if event == ASSIGNED_POD_ADD and changed is not None:
+            return any(c.selects(changed) for c in constraints)
+        if event == ASSIGNED_POD_UPDATE and changed is not None and old is not None:
+            return old.labels != changed.labels and any(c.selects(old) != c.selects(changed) for c in constraints)
+        if event == ASSIGNED_POD_DELETE and old is not None:
+            return any(c.selects(old) for c in constraints)
+        return True
 
     def constraints(self, pod: PodInfo, action: str, snapshot: Snapshot) -> list[Constraint]:
         """The pod's constraints of that action (kube-scheduler's getConstraints / initPreScoreState)."""

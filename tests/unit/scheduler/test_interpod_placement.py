@@ -271,3 +271,64 @@ def test_explain_shows_each_nodes_reason_and_the_scores() -> None:
     assert lines[rejected].reasons == ["node(s) didn't match pod anti-affinity rules"]
     scored = [e for e in lines.values() if e.total is not None]
     assert len(scored) == 2 and all(e.scores["PodTopologySpread"][2] == 2 for e in scored)
+
+
+def test_pathological_selectors_decide_right() -> None:
+    """What the API server accepts but no one should write: 5,000 namespaces, an In of 5,000 values, 200
+    requirements, on 500 nodes with 2,000 pods. Matching uses sets and compiled selectors (0.4 s for this first
+    cycle on a host at load 17, most of it counting the 2,000 pods once); the verdict is right: only the node
+    without a matching pod fits."""
+    fw, _ = cluster(hostnamed(500), [a_pod(f"x{i}", namespace=f"ns{i % 50}", labels={"app": f"a{i}", "k": "v"},
+                                              node_name=f"n{i % 499}") for i in range(2000)])
+    requirements = [expr("app", "In", *[f"a{i}" for i in range(5000)])]
+    requirements += [expr(f"absent-{i}", "DoesNotExist") for i in range(200)]
+    huge = term(*requirements, topology=HOST, namespaces=[f"ns{i}" for i in range(5000)])
+    incoming = a_pod("big", labels={"app": "other"}, aff=affinity(anti_required=[huge]))
+    result = scheduling_cycle(fw, PodInfo.from_dict(incoming))
+    assert result.status.is_success(), result.status.message
+    assert result.node_name == "n499"  # the only node without a pod the selector matches
+
+
+# --------------------------------------------------------------------------- queueing hints
+def hinted(pending: Obj, plugin: str, event: str, changed: Obj | None, old: Obj | None) -> bool:
+    """Whether the event moves `pending`, parked by `plugin`, through the scheduler's EventInterests."""
+    from scheduler_plugin.framework.interfaces import QueuedPodInfo
+    from scheduler_plugin.plugins.registry import frameworks_from_config
+    from scheduler_plugin.server.queueing import EventInterests
+
+    fw = frameworks_from_config(None, snapshot=Snapshot())["loadline-scheduler"]
+    info = QueuedPodInfo(PodInfo.from_dict(pending), 0.0, unschedulable_plugins={plugin})
+    parsed = [None if o is None else PodInfo.from_dict(o) for o in (changed, old)]
+    return EventInterests(fw.plugins.values()).helps(event, *parsed)(info)
+
+
+def test_queueing_hints_are_kube_schedulers() -> None:
+    """isSchedulableAfterPodChange of both plugins: a pod parked by required anti-affinity is not moved by every
+    pod bound elsewhere (kube-scheduler's QueueSkip), only by what can undo its rejection."""
+    from scheduler_plugin.framework.events import ASSIGNED_POD_ADD, ASSIGNED_POD_DELETE, ASSIGNED_POD_UPDATE
+
+    anti = affinity(anti_required=[term(labels={"app": "web"}, topology=HOST)])
+    apart = a_pod("web-9", labels={"app": "web"}, aff=anti)
+    web, other = a_pod("w", labels={"app": "web"}, node_name="n0"), a_pod("o", labels={"app": "db"}, node_name="n0")
+    ipa = "InterPodAffinity"
+    assert not hinted(apart, ipa, ASSIGNED_POD_ADD, web, None)  # a bound pod never undoes anti-affinity
+    assert hinted(apart, ipa, ASSIGNED_POD_DELETE, None, web)  # the pod it avoids left
+    assert not hinted(apart, ipa, ASSIGNED_POD_DELETE, None, other)
+    assert hinted(apart, ipa, ASSIGNED_POD_UPDATE, other, web)  # relabelled away from its terms
+    guarded = a_pod("g", labels={"app": "db"}, node_name="n0", aff=affinity(anti_required=[
+        term(labels={"app": "web"}, topology=HOST)]))
+    assert hinted(a_pod("p", labels={"app": "web"}), ipa, ASSIGNED_POD_DELETE, None, guarded)  # its anti-affinity
+    together = a_pod("t", labels={"app": "x"}, aff=affinity(required=[term(labels={"app": "db"}, topology=HOST)]))
+    assert hinted(together, ipa, ASSIGNED_POD_ADD, other, None)
+    assert not hinted(together, ipa, ASSIGNED_POD_ADD, web, None)
+    assert hinted(apart, "NodeResourcesFit", ASSIGNED_POD_DELETE, None, other)  # no hint: every registered event
+
+    spread_pod = a_pod("s", labels={"app": "web"}, constraints=[spread(1, HOST, match=selector(labels={"app": "web"}))])
+    pts = "PodTopologySpread"
+    assert hinted(spread_pod, pts, ASSIGNED_POD_ADD, web, None)
+    assert not hinted(spread_pod, pts, ASSIGNED_POD_ADD, other, None)
+    assert hinted(spread_pod, pts, ASSIGNED_POD_DELETE, None, web)
+    assert not hinted(spread_pod, pts, ASSIGNED_POD_DELETE, None, a_pod("w", namespace="x", labels={"app": "web"},
+                                                                       node_name="n0"))
+    assert hinted(spread_pod, pts, ASSIGNED_POD_UPDATE, other, web)
+    assert not hinted(spread_pod, pts, ASSIGNED_POD_UPDATE, web, web)

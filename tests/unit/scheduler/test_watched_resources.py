@@ -25,7 +25,7 @@ class Listener:
 
     def pod_deleted(self, key: str, pod: PodInfo | None) -> None: ...
 
-    def cluster_event(self, event: str) -> None:
+    def cluster_event(self, event: str, pod: PodInfo | None = None, old: PodInfo | None = None) -> None:
         self.events.append(event)
 
     def gang_changed(self, gang_key: str) -> None:
