@@ -48,7 +48,7 @@ from scheduler_plugin.framework.interfaces import (
     WatchedResource,
 )
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.podmatch import Domains, domains_of, fit
+from scheduler_plugin.framework.podmatch import Domains, TermKind, domains_of, fit
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
@@ -69,6 +69,7 @@ REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affin
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 FILTER_STATE = "PreFilterInterPodAffinity"
+SCORED_CARRIED_KINDS: tuple[TermKind, ...] = ("required_affinity", "preferred_affinity", "preferred_anti_affinity")
 SCORE_STATE = "PreScoreInterPodAffinity"
 
 
@@ -177,6 +178,8 @@ class InterPodAffinity:
     # ------------------------------------------------------------------ PreFilter (+ extensions)
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> tuple[PreFilterResult | None, Status]:
         affinity = pod.pod_affinity
+        if affinity is None and not snapshot.pod_matches.has_carried("required_anti_affinity"):
+            return None, Status.skip()  # (most pods: no rule either way)
         if affinity is not None and affinity.term_count > MAX_POD_AFFINITY_TERMS:
             message = TOO_MANY_TERMS.format(count=affinity.term_count, limit=MAX_POD_AFFINITY_TERMS)
             return None, Status.unresolvable(message)
@@ -332,8 +335,10 @@ class InterPodAffinity:
         has_preferences = affinity is not None and bool(affinity.preferred_affinity or affinity.preferred_anti_affinity)
         if self.args.ignore_preferred_terms_of_existing_pods and not has_preferences:
             return Status.skip()
-        namespaces = snapshot.store(Namespaces)
         index = snapshot.pod_matches
+        if not has_preferences and not any(index.has_carried(k) for k in SCORED_CARRIED_KINDS):
+            return Status.skip()  # (nothing can match: no entry, kube-scheduler's Skip)
+        namespaces = snapshot.store(Namespaces)
         slots = snapshot.num_slots
         weighted: dict[str, IntArray] = {}
         found = False

@@ -187,6 +187,8 @@ class PodTopologySpread:
         self.handle = handle
         self.system_defaulted = args.defaulting_type == "System"
         self.default_constraints = args.constraints
+        self._defaults_by_action = {action: [d for d in self.default_constraints if d.when_unsatisfiable == action]
+                                    for action in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)}
 
     @classmethod
     def new(cls, args: BaseModel | None, handle: FrameworkHandle) -> PodTopologySpread:
@@ -219,7 +221,7 @@ class PodTopologySpread:
         """The pod's constraints of that action (kube-scheduler's getConstraints / initPreScoreState)."""
         if pod.topology_spread:
             return [_from_pod(s, pod.labels) for s in pod.topology_spread if s.when_unsatisfiable == action]
-        defaults = [d for d in self.default_constraints if d.when_unsatisfiable == action]
+        defaults = self._defaults_by_action[action]
         if not defaults:
             return []
         selector = default_selector(pod, snapshot)

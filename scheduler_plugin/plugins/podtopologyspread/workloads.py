@@ -110,26 +110,21 @@ def controller_of(pod: PodInfo) -> tuple[str, str, str] | None:
 
 def default_selector(pod: PodInfo, snapshot: Snapshot) -> LabelSelector | None:
     """kube-scheduler's DefaultSelector for the pod; None when it is empty (no default constraints then)."""
-    stores = [snapshot.store(kind) for kind in (ServiceSelectors, *_CONTROLLERS.values())]
-    generation = tuple(store.generation for store in stores)
-    cached = pod.memo.get("default_spread_selector")
-    if cached is not None and cached[0] == generation and cached[1] == snapshot.uid:
-        found: LabelSelector | None = cached[2]
-        return found
+    services = snapshot.store(ServiceSelectors).in_namespace(pod.namespace)
+    owner = controller_of(pod)
+    controllers = _CONTROLLERS.get(owner[:2]) if owner is not None else None
+    if not services and controllers is None:
+        return None  # (a bare pod, the common case in a backlog: nothing to deduce)
     merged: dict[str, str] = {}
-    for selector in snapshot.store(ServiceSelectors).in_namespace(pod.namespace).values():
+    for selector in services.values():
         if isinstance(selector, dict) and selector_matcher(LabelSelector(tuple(selector.items())))(pod.labels):
             merged.update(selector)
     extra: tuple[Requirement, ...] = ()
-    owner = controller_of(pod)
-    store = _CONTROLLERS.get(owner[:2]) if owner is not None else None
-    if owner is not None and store is not None:
-        selector = snapshot.store(store).get(pod.namespace, owner[2])
+    if owner is not None and controllers is not None:
+        selector = snapshot.store(controllers).get(pod.namespace, owner[2])
         if isinstance(selector, dict):
             merged.update(selector)
         elif isinstance(selector, LabelSelector):
             extra = tuple(Requirement(k, "In", (v,)) for k, v in selector.match_labels) + selector.match_expressions
     result = LabelSelector(tuple(sorted(merged.items())), extra)
-    found = None if result.is_empty else result
-    pod.memo["default_spread_selector"] = (generation, snapshot.uid, found)
-    return found
+    return None if result.is_empty else result
