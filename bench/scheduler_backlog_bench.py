@@ -1,9 +1,15 @@
-"""A backlog drained by each scheduler, like kube-scheduler's scheduler_perf "SchedulingBasic".
+"""A backlog drained by each scheduler, like kube-scheduler's scheduler_perf "SchedulingBasic" and, with --shapes,
+its pod affinity, anti-affinity, preferred affinity, node affinity, topology spreading and mixed workloads.
 
     .venv/bin/python bench/scheduler_backlog_bench.py [--nodes 1000 5000] [--pods 5000] [--concurrency 32]
                                                       [--schedulers kube-scheduler koord-scheduler loadline] [--seed 7]
+                                                      [--shapes basic pod-anti-affinity ...] [--scale 1]
                                                       [--repeat 1] [--timeout 600] [--logs DIR]
                                                       [--profile-loadline FILE] [--py-spy FILE]
+
+Shapes (bench/scheduler_shapes.py): each labels the nodes as its scheduler_perf workload does, creates the pods
+that workload schedules first already bound (spec.nodeName at creation), then drains its backlog as below; the
+shapes run one after the other on the same nodes, and every figure below is reported per shape.
 
 One control plane (etcd, kube-apiserver, kwok — tests/harness) per node count, with kwok nodes of
 32 cpu / 256Gi (created by this process, 32 requests in flight) and a NodeMetric for each
