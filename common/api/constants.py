@@ -42,6 +42,8 @@ GPU_MEMORY: Final = "koordinator.sh/gpu-memory"
 GPU_MEMORY_RATIO: Final = "koordinator.sh/gpu-memory-ratio"
 
 # --- node annotations and labels ------------------------------------------------
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"  # v1.LabelHostname (kube-scheduler's default spreading)
+LABEL_TOPOLOGY_ZONE: Final = "topology.kubernetes.io/zone"  # v1.LabelTopologyZone
 ANNOTATION_NODE_RESERVATION: Final = "node.koordinator.sh/reservation"
 ANNOTATION_RAW_ALLOCATABLE: Final = "node.koordinator.sh/raw-allocatable"
 ANNOTATION_COLOCATION_STRATEGY: Final = "node.koordinator.sh/colocation-strategy"
