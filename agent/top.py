@@ -16,13 +16,14 @@ import argparse
 import asyncio
 import json
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.humanize import human_bytes, human_cores
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
-from common.api.nodemetric import NodeMetric, ResourceMap
+from common.api.nodemetric_digest import Usage, digest_node_metric
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 
@@ -75,10 +76,13 @@ def _quantity(value: Any) -> float | None:
         return None
 
 
-def _resource(rmap: ResourceMap | None, name: str) -> float | None:
-    if rmap is None or not rmap.resources or name not in rmap.resources:
-        return None
-    return rmap.resources[name].as_float()
+def _cores(usage: Usage | None) -> float | None:
+    """A digest's cpu (milli-cores, Koordinator's vector unit) in cores."""
+    return usage["cpu"] / 1000 if usage and "cpu" in usage else None
+
+
+def _bytes(usage: Usage | None) -> float | None:
+    return float(usage["memory"]) if usage and "memory" in usage else None
 
 
 def classify(row: NodeRow, low: Mapping[str, float], high: Mapping[str, float]) -> str:
@@ -121,20 +125,14 @@ def build_rows(
         raw = by_name.get(name)
         if raw is None:
             continue
-        try:
-            metric = NodeMetric.from_wire(raw)
-        except ValueError:
+        load = digest_node_metric(raw)
+        if load.problem is not None:
             continue  # unusable: shown without usage (class unknown)
-        info = metric.status.node_metric if metric.status else None
-        if info is not None:
-            row.cpu_cores = _resource(info.node_usage, "cpu")
-            row.memory_bytes = _resource(info.node_usage, "memory")
-            row.system_cpu_cores = _resource(info.system_usage, "cpu")
-            row.system_memory_bytes = _resource(info.system_usage, "memory")
-        p95 = metric.aggregated_node_usage("p95", window)
-        row.p95_cpu_cores = _resource(p95, "cpu")
-        row.p95_memory_bytes = _resource(p95, "memory")
-        row.update_age_seconds = metric.update_age_seconds()
+        row.cpu_cores, row.memory_bytes = _cores(load.node_usage), _bytes(load.node_usage)
+        row.system_cpu_cores, row.system_memory_bytes = _cores(load.system_usage), _bytes(load.system_usage)
+        p95 = load.aggregated_usage("p95", window.seconds if window is not None else None)
+        row.p95_cpu_cores, row.p95_memory_bytes = _cores(p95), _bytes(p95)
+        row.update_age_seconds = None if load.update_time is None else time.time() - load.update_time
     for pod in pods:
         on = rows.get(str((pod.get("spec") or {}).get("nodeName") or ""))
         if on is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):

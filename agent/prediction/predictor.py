@@ -30,7 +30,6 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -59,6 +58,7 @@ from agent.store.ring import SampleRing
 from common.api.constants import ANNOTATION_RAW_ALLOCATABLE, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.pod import pod_requests, priority_class_of, scalars
 from common.api.quantity import Quantity, QuantityError
+from common.api.wire import parse_time
 
 log = logging.getLogger("loadline.agent.prediction")
 
@@ -87,15 +87,6 @@ class PredictorSettings:
 
 
 # ------------------------------------------------------------------------------------------------ pods and node
-def _epoch(text: Any) -> float | None:
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def predicted_pod(pod: Mapping[str, Any]) -> PredictedPod | None:
     """A pod object as the reclaimable calculation reads it; None when its requests cannot be read."""
     meta = pod.get("metadata") or {}
@@ -104,14 +95,15 @@ def predicted_pod(pod: Mapping[str, Any]) -> PredictedPod | None:
         return None
     try:
         request = scalars(pod_requests(pod), (RESOURCE_CPU, RESOURCE_MEMORY))
-    except (QuantityError, ValueError, TypeError, AttributeError):
+        created_at = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
+    except (QuantityError, ValueError, TypeError, AttributeError):  # MalformedObjectError is a ValueError
         return None
     phase = (pod.get("status") or {}).get("phase")
     return PredictedPod(
         uid=uid,
         priority=priority_class_of(pod).value,
         request=Resources(request[RESOURCE_CPU], request[RESOURCE_MEMORY]),
-        created_at=_epoch(meta.get("creationTimestamp")),
+        created_at=created_at,
         terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
         key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
     )

@@ -23,7 +23,8 @@ AggregationType = Literal["avg", "p50", "p90", "p95", "p99"]
 # An updateTime further ahead of the reader's clock than this is not fresh: clocks of nodes
 # and control plane agree within it (NTP keeps them within milliseconds), and a report
 # from the future would otherwise count as fresh until that time, however long its agent
-# has been dead. Koordinator has no such bound; consumers treat it as an expired report.
+# has been dead. Koordinator has no such bound; consumers treat it as an expired report
+# (`nodemetric_digest.report_staleness`, the one rule).
 MAX_CLOCK_SKEW_SECONDS: Final = 60.0
 
 DEFAULT_AGGREGATE_DURATION_SECONDS: Final = 300
@@ -191,29 +192,3 @@ class NodeMetric(KubeModel):
             return None
         now = now or datetime.now(UTC)
         return (now - self.status.update_time).total_seconds()
-
-    def is_expired(self, expiration_seconds: float, now: datetime | None = None) -> bool:
-        """Koordinator's rule: no updateTime, or now − updateTime ≥ the expiration, means expired;
-        and ours: an updateTime more than MAX_CLOCK_SKEW_SECONDS in the future too."""
-        age = self.update_age_seconds(now)
-        return age is None or age >= expiration_seconds or age < -MAX_CLOCK_SKEW_SECONDS
-
-    def aggregated_node_usage(
-        self, aggregation: AggregationType, duration: GoDuration | None = None
-    ) -> ResourceMap | None:
-        """Usage for (aggregation, window); None means the longest window with data, as Koordinator does."""
-        info = self.status.node_metric if self.status else None
-        if info is None or not info.aggregated_node_usages:
-            return None
-        candidates = sorted(
-            (u for u in info.aggregated_node_usages if u.duration is not None and u.usage),
-            key=lambda u: u.duration.nanoseconds if u.duration else 0,
-            reverse=True,
-        )
-        for entry in candidates:
-            if duration is not None and entry.duration != duration:
-                continue
-            found = (entry.usage or {}).get(aggregation)
-            if found is not None and found.resources:
-                return found
-        return None

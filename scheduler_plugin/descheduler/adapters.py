@@ -1,6 +1,7 @@
 """API objects (Node, Pod, NodeMetric, workload dicts as watches deliver them) → the core's records.
 
-Nothing here raises on what the cluster holds: a field that does not parse becomes ``None``/NaN
+Nothing here raises on what the cluster holds (but a creationTimestamp that is not RFC 3339,
+`common.api.wire.parse_time`): a field that does not parse becomes ``None``/NaN
 (the core skips the node or refuses to place the pod) or, for a NodeMetric, a ``problem`` string
 naming the field, so the round can skip that node and say why.
 
@@ -20,7 +21,7 @@ from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.pod import kube_qos_class, pod_requests
 from common.api.quantity import Quantity, QuantityError, consumer_units
 from common.api.scheduling import parse_node_affinity, parse_taints, parse_tolerations
-from common.api.wire import InvalidTimeError, parse_rfc3339
+from common.api.wire import parse_time
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
     NodeSnapshot,
@@ -76,16 +77,6 @@ def scalar_value(name: str, raw: Any) -> float:
             _SCALAR_MEMO.clear()
         _SCALAR_MEMO[key] = value
     return value
-
-
-def parse_time(raw: Any) -> float | None:
-    """RFC 3339 text → epoch seconds; None when absent or malformed."""
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        return parse_rfc3339(raw).timestamp()
-    except InvalidTimeError:
-        return None
 
 
 # ----------------------------------------------------------------------------- nodes
@@ -216,7 +207,7 @@ def pod_snapshot(obj: JSON, workload_replicas: int | None = None) -> PodSnapshot
         annotations=_str_map(meta.get("annotations")),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
         k8s_qos=k8s_qos,
-        creation_timestamp=parse_time(meta.get("creationTimestamp")),
+        creation_timestamp=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
         requests=requests,
         node_selector=_str_map(spec.get("nodeSelector")),
         required_node_affinity=parse_node_affinity(spec.get("affinity"))[0],

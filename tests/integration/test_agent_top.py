@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness.controlplane import ControlPlane
+from tests.objects import rfc3339
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def status(cpu: str, memory: str, p95_cpu: str) -> dict[str, Any]:
     usage = {"resources": {"cpu": cpu, "memory": memory}}
     return {
-        "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "updateTime": rfc3339(),
         "nodeMetric": {
             "nodeUsage": usage,
             "systemUsage": usage,

@@ -12,9 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from common.api import constants as c
+from common.api.nodemetric import AggregationType
 from common.api.wire import GoDuration
-
-AggregationType = Literal["avg", "p50", "p90", "p95", "p99"]
 
 DEFAULT_RESOURCE_WEIGHTS = {c.RESOURCE_CPU: 1, c.RESOURCE_MEMORY: 1}
 DEFAULT_USAGE_THRESHOLDS = {c.RESOURCE_CPU: 65, c.RESOURCE_MEMORY: 95}

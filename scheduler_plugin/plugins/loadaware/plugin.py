@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from common.api import constants as c
+from common.api.nodemetric_digest import stale_reports
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
@@ -73,11 +74,9 @@ class LoadAwareScheduling:
         return RESOURCE_CHANGES | {NODE_METRIC}  # a NodeMetric report (load went down), or room appeared
 
     def _expired(self, rows: IndexArray) -> BoolArray:
-        """No updateTime, now − updateTime ≥ nodeMetricExpirationSeconds, or updateTime more than
-        MAX_CLOCK_SKEW_SECONDS ahead of now (a report from the future would otherwise stay fresh forever)."""
+        """The NodeMetrics of these rows too old for nodeMetricExpirationSeconds (`report_staleness`)."""
         now = self.handle.clock.now()
-        expired: BoolArray = (self.table.expires_at.take(rows) <= now) | (self.table.fresh_from.take(rows) > now)
-        return expired
+        return stale_reports(self.table.update_time.take(rows), now, self.args.node_metric_expiration_seconds)
 
     def sync_snapshot(self, snapshot: Snapshot) -> None:
         self.table.sync(snapshot)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from agent.top import NodeRow, build_rows, classify, main, render_table, sort_rows
 from common.api.wire import GoDuration
+from tests.objects import rfc3339
 
 GiB = 1024**3
 
@@ -24,7 +24,7 @@ def node(name: str, cpu: str = "8", memory: str = "32Gi", batch_cpu: str | None 
 def metric(
     name: str, cpu: str, memory: str, p95_cpu: str = "1", windows: tuple[str, ...] = ("5m0s",)
 ) -> dict[str, Any]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = rfc3339()
     usage = {"resources": {"cpu": cpu, "memory": memory}}
     aggregated = [
         {"duration": w, "usage": {"p95": {"resources": {"cpu": p95_cpu if i == 0 else "7", "memory": memory}}}}
