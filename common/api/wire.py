@@ -51,6 +51,25 @@ class KubeModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+@dataclass(frozen=True, slots=True)
+class CRD:
+    """A field's CRD facts beyond its Python type, as `Annotated` metadata (read by common/api/crdgen/from_model.py,
+    as controller-gen reads `+kubebuilder` markers)."""
+
+    fmt: str | None = None  # integer format: "int32" for a Go int32 (default int64)
+    required: bool = False  # in the parent's `required` (the model itself may still read it leniently)
+    default: Any = None
+    enum: bool = False  # a StrEnum: its values, in declaration order, are the CRD's enum
+    minimum: int | None = None  # bounds the API server enforces (the model still reads what it is given)
+    maximum: int | None = None
+    schema: str | None = None  # a type whose schema is written out in crdgen, e.g. "metav1.Condition"
+    description: str | None = None  # of a list's items or a map's values (a field's is its Field description)
+
+
+INT32 = CRD(fmt="int32")
+PERCENT = CRD(minimum=0, maximum=100)
+
+
 # --- metav1.Time and metav1.MicroTime ------------------------------------------------
 def parse_rfc3339(text: str) -> datetime:
     """metav1.Time's wire text → an aware datetime; the one time parser of every component.

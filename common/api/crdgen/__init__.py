@@ -17,7 +17,8 @@ Schemas are structural (every node typed, except int-or-string and preserve-unkn
 ``x-kubernetes-preserve-unknown-fields`` is used only where Koordinator uses it, so the API server prunes
 exactly what Koordinator's own CRDs would prune.
 
-Only the standard library and PyYAML are used.
+NodeMetric and NodeSLO are generated from their pydantic models (common/api/nodemetric.py, nodeslo.py; see
+from_model.py): names, types and descriptions are the models', so the CRD and the model cannot drift apart.
 """
 
 from common.api.crdgen.cli import check, main, render_all, write
