@@ -3,9 +3,11 @@
 Per node: usage (NodeMetric `nodeUsage`) against allocatable, the p95 over a chosen window
 (`aggregatedNodeUsages`), batch allocatable (`kubernetes.io/batch-cpu`/`batch-memory` in the Node's
 allocatable, set by the manager) and what running pods request of it, and the class the LowNodeLoad descheduler
-would give it: hot above a high threshold in any resource, low below the low thresholds in every one, normal
-otherwise (thresholds: percentages of allocatable, `--low`/`--high` or a descheduler args file; the chart's
-defaults otherwise).
+gives it, computed by the descheduler's own classification (scheduler_plugin/descheduler/classify.py): its
+usage (systemUsage + the pods' usage), node pools, deviation and prod thresholds, expired NodeMetrics. Hot above
+a high threshold in any resource, low below the low thresholds in every one, normal otherwise; unknown when the
+descheduler would skip the node. Thresholds: a descheduler args file (`--descheduler-config`), or `--low`/`--high`
+percentages of allocatable (the chart's defaults otherwise).
 
     loadline top [--window 5m] [--sort-by cpu] [-o wide|json] [--kubeconfig FILE]
 """
@@ -21,11 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.humanize import human_bytes, human_cores
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
 from common.api.nodemetric_digest import Usage, digest_node_metric
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
+from common.humanize import human_bytes, human_cores
+from scheduler_plugin.descheduler.args import LowNodeLoadArgs
 
 NODES_PATH = "/api/v1/nodes"
 NODEMETRICS_PATH = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
@@ -34,7 +37,7 @@ PODS_PATH = "/api/v1/pods"
 DEFAULT_LOW = {"cpu": 45.0, "memory": 55.0}
 DEFAULT_HIGH = {"cpu": 75.0, "memory": 80.0}
 SORT_KEYS = ("name", "cpu", "memory", "p95-cpu", "p95-memory", "batch-cpu", "batch-memory", "class")
-CLASSES = ("low", "normal", "hot", "unknown")
+CLASSES = ("low", "prod-low", "normal", "prod-hot", "hot", "unknown")
 
 
 @dataclass
@@ -85,27 +88,14 @@ def _bytes(usage: Usage | None) -> float | None:
     return float(usage["memory"]) if usage and "memory" in usage else None
 
 
-def classify(row: NodeRow, low: Mapping[str, float], high: Mapping[str, float]) -> str:
-    """LowNodeLoad's classes: hot if any resource is above its high threshold, low if every resource with a low
-    threshold is below it, normal otherwise; unknown without usage."""
-    percents = {r: row.percent(r) for r in ("cpu", "memory")}
-    if any(p is None for r, p in percents.items() if r in low or r in high):
-        return "unknown"
-    if any(percents[r] is not None and percents[r] > t for r, t in high.items() if r in percents):  # type: ignore[operator]
-        return "hot"
-    if low and all(percents[r] is not None and percents[r] < t for r, t in low.items() if r in percents):  # type: ignore[operator]
-        return "low"
-    return "normal"
-
-
 def build_rows(
     nodes: Sequence[Mapping[str, Any]],
     metrics: Sequence[Mapping[str, Any]],
     pods: Sequence[Mapping[str, Any]],
     *,
     window: GoDuration | None,
-    low: Mapping[str, float] = DEFAULT_LOW,
-    high: Mapping[str, float] = DEFAULT_HIGH,
+    args: LowNodeLoadArgs | None = None,
+    now: float | None = None,
 ) -> list[NodeRow]:
     from common.api.pod import pod_requests
 
@@ -146,9 +136,40 @@ def build_rows(
             on.batch_cpu_used_cores += requests[BATCH_CPU].as_float() / 1000
         if BATCH_MEMORY in requests:
             on.batch_memory_used_bytes += requests[BATCH_MEMORY].as_float()
+    classes = load_classes(nodes, metrics, pods, args or default_args(), time.time() if now is None else now)
     for row in rows.values():
-        row.load_class = classify(row, low, high)
+        row.load_class = classes.get(row.name, "unknown")
     return list(rows.values())
+
+
+def default_args(low: Mapping[str, float] = DEFAULT_LOW, high: Mapping[str, float] = DEFAULT_HIGH) -> LowNodeLoadArgs:
+    return LowNodeLoadArgs(low_thresholds=dict(low), high_thresholds=dict(high))
+
+
+def load_classes(
+    nodes: Sequence[Mapping[str, Any]],
+    metrics: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    args: LowNodeLoadArgs,
+    now: float,
+) -> dict[str, str]:
+    """Node → the class the descheduler's round would give it now (nodes it would skip are left out)."""
+    from scheduler_plugin.descheduler.adapters import malformed_problem, node_snapshot, pod_snapshot, round_node_metric
+    from scheduler_plugin.descheduler.classify import classify_pools, pods_by_node
+
+    snapshots = [node_snapshot(n) for n in nodes]
+    digests = (digest_node_metric(m) for m in metrics)
+    usable = {d.node_name: round_node_metric(d) for d in digests if malformed_problem(d) is None}
+    pod_snapshots = []
+    for pod in pods:
+        try:
+            pod_snapshots.append(pod_snapshot(pod))
+        except ValueError:
+            continue  # malformed: the descheduler leaves it out of the round too
+    classes: dict[str, str] = {}
+    for found in classify_pools(args, snapshots, usable, pods_by_node(pod_snapshots), now=now):
+        classes.update(found.class_names())
+    return classes
 
 
 def sort_rows(rows: list[NodeRow], key: str) -> list[NodeRow]:
@@ -254,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--descheduler-config",
         metavar="FILE",
-        help="take the thresholds from this LowNodeLoad args file (the default pool's)",
+        help="classify as the descheduler with this LowNodeLoad args file does (its node pools and thresholds; "
+        "--low/--high are then ignored)",
     )
     return parser
 
@@ -279,15 +301,15 @@ async def fetch(kubeconfig: str | None) -> tuple[list[Any], list[Any], list[Any]
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     low, high = _thresholds(args.low, DEFAULT_LOW, "--low"), _thresholds(args.high, DEFAULT_HIGH, "--high")
+    lowload = default_args(low, high)
     if args.descheduler_config:
         from scheduler_plugin.descheduler.config import load_args_file
 
         try:
-            config = load_args_file(args.descheduler_config)
+            lowload = load_args_file(args.descheduler_config)
         except (OSError, ValueError) as exc:
             print(f"loadline top: {exc}", file=sys.stderr)
             return 2
-        low, high = dict(config.low_thresholds) or low, dict(config.high_thresholds) or high
     try:
         window = GoDuration.parse(args.window) if args.window else None
     except ValueError as exc:
@@ -307,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KubeError, OSError) as exc:
         print(f"loadline top: {exc}", file=sys.stderr)
         return 1
-    rows = sort_rows(build_rows(nodes, metrics, pods, window=window, low=low, high=high), args.sort_by)
+    rows = sort_rows(build_rows(nodes, metrics, pods, window=window, args=lowload), args.sort_by)
     if args.output == "json":
         print(json.dumps([asdict(r) for r in rows], indent=2))
     else:
