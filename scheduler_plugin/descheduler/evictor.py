@@ -35,7 +35,7 @@ from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
-from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON
+from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON, descheduled_event_message
 
 log = logging.getLogger("loadline.descheduler.evictor")
 
@@ -99,9 +99,8 @@ class Evictor:
         if outcome.result == EVICTED:
             self._refused.pop(key, None)
             log.info("evicted pod", extra=where)
-            await self.recorder.record(
-                pod, reason=EVENT_REASON, action=EVENT_ACTION, note=planned.event_message, type="Normal"
-            )
+            note = descheduled_event_message(planned.node_name, planned.reason)
+            await self.recorder.record(pod, reason=EVENT_REASON, action=EVENT_ACTION, note=note, type="Normal")
         elif outcome.result == REFUSED:
             first = key not in self._refused
             self._refused[key] = (self._clock() + self.refused_backoff, outcome.reason)

@@ -17,7 +17,7 @@ from agent.collectors.pods import QoSClass
 from common.api.nodemetric import NodeMetric
 from common.api.nodemetric_digest import digest_node_metric
 from common.api.quantity import parse_quantity
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 REPO = Path(__file__).resolve().parents[2]
 

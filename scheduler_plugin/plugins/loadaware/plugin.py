@@ -21,14 +21,8 @@ from common.api.nodemetric_digest import stale_reports
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    Rejection,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.row_delta import RowDelta, row_delta

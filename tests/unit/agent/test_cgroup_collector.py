@@ -24,7 +24,7 @@ from agent.series import (
     Sample,
     SeriesKey,
 )
-from tests.unit.agent.fake_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
+from tests.fakes.cgroup_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 SYSTEMD, CGROUPFS = CgroupDriver.SYSTEMD, CgroupDriver.CGROUPFS

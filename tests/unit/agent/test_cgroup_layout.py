@@ -6,7 +6,7 @@ import pytest
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion, detect_layout
 from agent.collectors.pods import QoSClass, split_container_id, valid_pod_uid
-from tests.unit.agent.fake_trees import FakeCgroupTree
+from tests.fakes.cgroup_trees import FakeCgroupTree
 
 UID = "0f1e2d3c-aaaa-bbbb-cccc-000011112222"
 CID = "a" * 64

@@ -15,7 +15,7 @@ from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.pods import ContainerRef, QoSClass
 from agent.inotify import DirectoryWatch
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
 CID = "containerd://" + "ab" * 32
 
