@@ -49,7 +49,7 @@ from scheduler_plugin.descheduler.nodefit import TargetSet
 from scheduler_plugin.descheduler.podfilter import PodFilter
 from scheduler_plugin.descheduler.reason import overutilized_reason
 from scheduler_plugin.descheduler.sorting import eviction_order, usage_fit_scores
-from scheduler_plugin.descheduler.thresholds import NodeThresholds
+from scheduler_plugin.descheduler.thresholds import ThresholdTable
 from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, NodeTable
 
 SKIP_NO_METRIC = "no pod metric"
@@ -154,7 +154,7 @@ def _drain(
     pool: ResolvedPool,
     table: NodeTable,
     *,
-    th: NodeThresholds,
+    th: ThresholdTable,
     cls: NodeClasses,
     anomalous: BoolArray,
 ) -> None:
@@ -211,7 +211,7 @@ def _run_pass(
     pool: ResolvedPool,
     table: NodeTable,
     *,
-    th: NodeThresholds,
+    th: ThresholdTable,
     targets: TargetSet,
     sources: list[int],
     avail: FloatArray,

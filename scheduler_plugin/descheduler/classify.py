@@ -11,7 +11,7 @@ import numpy as np
 
 from scheduler_plugin.descheduler.args import LowNodeLoadArgs, ResolvedPool, resolve_pools
 from scheduler_plugin.descheduler.model import NodeMetricSnapshot, NodeSnapshot, PodSnapshot
-from scheduler_plugin.descheduler.thresholds import NodeThresholds, compute_thresholds
+from scheduler_plugin.descheduler.thresholds import ThresholdTable, compute_thresholds
 from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, IntArray, NodeTable, measure_nodes
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -40,7 +40,7 @@ def under_all(usage: FloatArray, thresholds: FloatArray) -> BoolArray:
     return np.asarray((usage <= thresholds).all(axis=-1), dtype=np.bool_)
 
 
-def classify(table: NodeTable, th: NodeThresholds, prod_enabled: bool) -> NodeClasses:
+def classify(table: NodeTable, th: ThresholdTable, prod_enabled: bool) -> NodeClasses:
     # An unschedulable node cannot receive pods, so it is never "low".
     under_low = table.schedulable & under_all(table.usage, th.low)
     over_high = over_any(table.usage, th.high) & ~under_low
@@ -70,7 +70,7 @@ class PoolClassification:
     nodes: list[NodeSnapshot]  # the pool's nodes, without those an earlier pool found hot
     table: NodeTable | None = None  # the measurable nodes; None for an empty pool
     skipped: dict[str, str] = field(default_factory=dict)  # node → why it could not be measured
-    thresholds: NodeThresholds | None = None  # None when no node was measurable
+    thresholds: ThresholdTable | None = None  # None when no node was measurable
     classes: NodeClasses | None = None
 
     def class_names(self) -> dict[str, str]:
