@@ -1,6 +1,7 @@
 """Koordinator's batch-resource formulas, degrade rule and update throttle, as pure functions.
 
-Reference §4.1/§4.2 (`plugins/batchresource/plugin.go`, `plugins/util/util.go`):
+Koordinator's slo-controller (`pkg/slo-controller/noderesource/plugins/batchresource/plugin.go`,
+`pkg/slo-controller/noderesource/plugins/util/util.go`):
 
     usage           (cpu, memory; default)  batch = capacity - safetyMargin - systemUsed - podsHPUsed
     request         (memory only)           batch = capacity - safetyMargin - nodeReserved - podsHPRequest

@@ -1,6 +1,6 @@
 """What the scheduler tells users: `Scheduled`/`FailedScheduling` events and the PodScheduled condition.
 
-Formats are kube-scheduler's (reference §B.5, §B.6): events through events.k8s.io/v1
+Formats are kube-scheduler's (pkg/scheduler/schedule_one.go, handleSchedulingFailure): events through events.k8s.io/v1
 with the profile's schedulerName as reporting controller; on failure the pod status
 gets `PodScheduled=False` with reason `Unschedulable` (a rejection) or `SchedulerError`
 and the full FitError message.

@@ -1,4 +1,5 @@
-"""LoadAwareSchedulingArgs with Koordinator's field names, defaults and validation (reference §5).
+"""LoadAwareSchedulingArgs with Koordinator's field names, defaults and validation (koordinator
+pkg/scheduler/apis/config/types.go, v1/defaults.go, validation/).
 
 One addition: `scoringStrategy.type: MostUsed` scores the busiest node that is still
 under the thresholds highest (bin-packing); Koordinator only has LeastUsed (spreading).

@@ -1,5 +1,5 @@
 """LoadAwareScheduling: filter nodes whose estimated usage would cross the thresholds,
-score by estimated free load (Koordinator semantics, reference §5), vectorised over nodes.
+score by estimated free load (Koordinator's pkg/scheduler/plugins/loadaware/load_aware.go), vectorised over nodes.
 
 estimated usage = base + delta + incoming pod's estimate, where per node
   base  = prod usage (prod pod with prod thresholds), else aggregated usage (when
