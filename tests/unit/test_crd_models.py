@@ -22,6 +22,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from common.api.crdgen.from_model import strip_annotation
 from common.api.nodemetric import NodeMetric
 from common.api.nodeslo import NodeSLO
 from common.api.quantity import Quantity
@@ -37,31 +38,13 @@ def _crd_schema(filename: str) -> Schema:
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]  # type: ignore[no-any-return]
 
 
-def _unwrap(annotation: Any) -> tuple[Any, list[Any]]:
-    """The annotation without Optional/Annotated, and the Annotated metadata met on the way."""
-    metadata: list[Any] = []
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation, *extra = typing.get_args(annotation)
-            for item in extra:
-                metadata.extend(getattr(item, "metadata", None) or [item])
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            if len(args) != 1:
-                return annotation, metadata  # e.g. int | str (IntOrString)
-            annotation = args[0]
-        else:
-            return annotation, metadata
-
-
 def _wire_type(annotation: Any) -> str | None:
     """The OpenAPI type a field's annotation reads from the wire; None: any."""
     if annotation is Any:
         return None
     origin = typing.get_origin(annotation) or annotation
     if origin in (typing.Union, types.UnionType):
-        kinds = {_wire_type(_unwrap(a)[0]) for a in typing.get_args(annotation) if a is not type(None)}
+        kinds = {_wire_type(strip_annotation(a)[0]) for a in typing.get_args(annotation) if a is not type(None)}
         return "int-or-string" if kinds == {"integer", "string"} else None
     if origin is typing.Literal:
         return "string"
@@ -111,7 +94,7 @@ def _compare(model: type[BaseModel], node: Schema, path: str, kind: str, problem
 
 def _compare_field(annotation: Any, node: Schema, path: str, kind: str, problems: list[str], *,
                    model_covers_crd: bool) -> None:  # fmt: skip
-    inner, metadata = _unwrap(annotation)
+    inner, metadata = strip_annotation(annotation)
     want, have = _wire_type(inner), _schema_type(node)
     if want is not None and want != have and {want, have} != {"quantity", "int-or-string"}:
         problems.append(f"{kind} {path}: the model reads {want}, the CRD declares {have}")

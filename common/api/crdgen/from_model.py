@@ -54,18 +54,20 @@ def _marker(metadata: list[Any]) -> CRD:
     return found[0] if found else NONE
 
 
-def _strip(annotation: Any) -> tuple[Any, list[Any]]:
-    """The annotation without Optional and Annotated, with the Annotated metadata found on the way."""
+def strip_annotation(annotation: Any) -> tuple[Any, list[Any]]:
+    """The annotation without Optional and Annotated, with the Annotated metadata found on the way (the
+    constraints of a `Field(ge=..., le=...)` inside it flattened); a union of several types is left as it is."""
     metadata: list[Any] = []
     while True:
         origin = typing.get_origin(annotation)
         if origin is typing.Annotated:
             annotation, *extra = typing.get_args(annotation)
-            metadata.extend(extra)
+            for item in extra:
+                metadata.extend(getattr(item, "metadata", None) or [item])
         elif origin in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(annotation) if a is not type(None)]
             if len(args) != 1:
-                raise TypeError(f"no CRD type for the union {annotation!r}")
+                return annotation, metadata
             annotation = args[0]
         else:
             return annotation, metadata
@@ -77,7 +79,7 @@ def model_schema(model: type[BaseModel], description: str | None = None) -> Sche
     required: list[str] = []
     for name, info in model.model_fields.items():
         wire = info.alias or name
-        inner, metadata = _strip(info.annotation)
+        inner, metadata = strip_annotation(info.annotation)
         marker = _marker([*info.metadata, *metadata])
         properties[wire] = _schema(inner, marker, info.description)
         if marker.required:
@@ -88,25 +90,25 @@ def model_schema(model: type[BaseModel], description: str | None = None) -> Sche
 def field_schema(model: type[BaseModel], name: str) -> Schema:
     """The schema of one field of a model (e.g. a kind's `spec`), with the field's description."""
     info = model.model_fields[name]
-    inner, metadata = _strip(info.annotation)
+    inner, metadata = strip_annotation(info.annotation)
     return _schema(inner, _marker([*info.metadata, *metadata]), info.description)
 
 
 def _schema(annotation: Any, marker: CRD, description: str | None) -> Schema:
     if marker.schema is not None:
         return _described(NAMED_SCHEMAS[marker.schema](), description)
-    annotation, metadata = _strip(annotation)
+    annotation, metadata = strip_annotation(annotation)
     origin = typing.get_origin(annotation)
     if origin is list:
         (item,) = typing.get_args(annotation)
-        inner, inner_metadata = _strip(item)
+        inner, inner_metadata = strip_annotation(item)
         item_marker = _marker(inner_metadata)
         return array(_schema(inner, item_marker, item_marker.description), description)
     if origin is dict:
         _, value = typing.get_args(annotation)
         if value is Any:
             return preserved(description)
-        inner, inner_metadata = _strip(value)
+        inner, inner_metadata = strip_annotation(value)
         value_marker = _marker(inner_metadata)
         return map_of(_schema(inner, value_marker, value_marker.description), description)
     if not isinstance(annotation, type):
