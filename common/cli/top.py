@@ -19,9 +19,9 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
 from common.api.nodemetric_digest import Usage, digest_node_metric
@@ -36,6 +36,7 @@ PODS_PATH = "/api/v1/pods"
 # The chart's LowNodeLoad thresholds (deploy/helm/loadline/values.yaml), percent of allocatable.
 DEFAULT_LOW = {"cpu": 45.0, "memory": 55.0}
 DEFAULT_HIGH = {"cpu": 75.0, "memory": 80.0}
+T = TypeVar("T")
 SORT_KEYS = ("name", "cpu", "memory", "p95-cpu", "p95-memory", "batch-cpu", "batch-memory", "class")
 CLASSES = ("low", "prod-low", "normal", "prod-hot", "hot", "unknown")
 
@@ -157,19 +158,24 @@ def load_classes(
     from scheduler_plugin.descheduler.adapters import malformed_problem, node_snapshot, pod_snapshot, round_node_metric
     from scheduler_plugin.descheduler.classify import classify_pools, pods_by_node
 
-    snapshots = [node_snapshot(n) for n in nodes]
     digests = (digest_node_metric(m) for m in metrics)
     usable = {d.node_name: round_node_metric(d) for d in digests if malformed_problem(d) is None}
-    pod_snapshots = []
-    for pod in pods:
-        try:
-            pod_snapshots.append(pod_snapshot(pod))
-        except ValueError:
-            continue  # malformed: the descheduler leaves it out of the round too
+    snapshots, pod_snapshots = _readable(node_snapshot, nodes), _readable(pod_snapshot, pods)
     classes: dict[str, str] = {}
     for found in classify_pools(args, snapshots, usable, pods_by_node(pod_snapshots), now=now):
         classes.update(found.class_names())
     return classes
+
+
+def _readable(convert: Callable[[Mapping[str, Any]], T], objects: Sequence[Mapping[str, Any]]) -> list[T]:
+    """The objects the descheduler can read; it leaves a malformed one out of its round, and so does top."""
+    out = []
+    for obj in objects:
+        try:
+            out.append(convert(obj))
+        except Exception:  # as scheduler_plugin/descheduler/inputs.py: any error makes the object "malformed"
+            continue
+    return out
 
 
 def sort_rows(rows: list[NodeRow], key: str) -> list[NodeRow]:
@@ -252,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadline top",
         description="Nodes by their real load, from NodeMetrics: usage, p95 over a window, batch allocatable and "
-        "used, and the LowNodeLoad class (low / normal / hot).",
+        "used, and the class the LowNodeLoad descheduler gives the node (low / prod-low / normal / prod-hot / hot; "
+        "unknown when it would skip the node, e.g. its NodeMetric expired).",
     )
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument(

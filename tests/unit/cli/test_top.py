@@ -93,7 +93,8 @@ def test_the_class_is_the_descheduler_s() -> None:
         metric("busy", "1", "4Gi", system_cpu="7"),  # nodeUsage says idle; the descheduler reads system + pods
         metric("stale", "1", "4Gi", updated=time.time() - 3600),  # expired: the descheduler skips the node
     ]
-    classes = {r.name: r.load_class for r in build_rows(nodes, metrics, [], window=None)}
+    malformed = {"metadata": {"name": "m", "namespace": "x", "creationTimestamp": "yesterday"}, "spec": {"nodeName": "cold"}}
+    classes = {r.name: r.load_class for r in build_rows(nodes, metrics, [malformed], window=None)}
     assert classes == {"cold": "low", "warm": "normal", "hot": "hot", "busy": "hot", "stale": "unknown"}
     # deviation thresholds: distances from the pool's mean usage (cpu 50 %, memory 29 % without busy and stale)
     deviation = LowNodeLoadArgs(
