@@ -114,6 +114,3 @@ def main(argv: list[str] | None = None) -> int:
     result = entry(rest)  # type: ignore[operator]
     return int(result or 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main())
