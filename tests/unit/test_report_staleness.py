@@ -11,7 +11,7 @@ import pytest
 
 from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
-from common.api.nodemetric_digest import Staleness, report_staleness, stale_reports
+from common.api.nodemetric_digest import Staleness, digest_node_metric, report_staleness, stale_reports
 from common.api.wire import format_time, parse_time
 
 NOW = 1_800_000_000.0
@@ -63,3 +63,14 @@ def test_format_time() -> None:
     assert format_time(when, micro=True) == "2026-07-24T06:52:45.123456Z"
     assert format_time(when.timestamp()) == "2026-07-24T06:52:45Z"  # epoch seconds
     assert format_time(when.replace(tzinfo=None)) == "2026-07-24T06:52:45Z"  # naive is UTC
+
+
+def test_target_aggregated_usage_falls_back_as_koordinator() -> None:
+    """getTargetAggregatedUsage (pod_assign_cache.go): no window asked and nothing aggregated for the type →
+    nodeUsage, also when the report has no aggregated windows at all; a window asked and missing → None."""
+    usage = {"resources": {"cpu": "1500m"}}
+    bare = digest_node_metric({"metadata": {"name": "n"}, "status": {"nodeMetric": {"nodeUsage": usage}}})
+    assert bare.aggregated_usage("p95", None) == {"cpu": 1500}
+    assert bare.aggregated_usage("p95", 300) is None
+    nothing = digest_node_metric({"metadata": {"name": "n"}, "status": {}})
+    assert nothing.aggregated_usage("p95", None) is None  # no nodeUsage either: the caller estimates
