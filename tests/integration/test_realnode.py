@@ -441,11 +441,11 @@ def test_a_batch_pod_is_held_to_its_batch_resources_and_oom_killed_by_its_own_li
 
         terminated = wait_for("the batch pod's job OOM-killed", oom_killed, 60, context=lambda: real_cluster.plane
                               .kubectl("logs", "hog", "-n", workload_ns, "--tail=5", check=False).stdout)  # fmt: skip
-        print(f"terminated {time.monotonic() - grown:.1f}s after it started growing: {terminated.get('reason')}, "
-              f"exit code {terminated.get('exitCode')}")  # fmt: skip
-        assert terminated["reason"] == "OOMKilled"
         logs = real_cluster.plane.kubectl("logs", "hog", "-n", workload_ns, check=False).stdout
         last = [int(line.split()[1]) for line in logs.splitlines() if line.startswith("holding")]
+        print(f"terminated {time.monotonic() - grown:.1f}s after it started growing, holding {last[-1:]} MiB: "
+              f"{terminated.get('reason')}, exit code {terminated.get('exitCode')}")  # fmt: skip
+        assert terminated["reason"] == "OOMKilled"
         assert last and 400 <= last[-1] <= 512, f"killed after holding {last[-1:]} MiB, not at its 512 MiB limit"
 
     ls_after = pod(real_cluster, workload_ns, "ls")
