@@ -1,6 +1,6 @@
 """Benchmark: what colocation with Loadline buys, measured on this machine as a real Kubernetes node (issue 33).
 
-    .venv/bin/python bench/colocation_bench.py [--warmup 60] [--measure 120] [--rate 60] [--work 100000]
+    .venv/bin/python bench/colocation_bench.py [--warmup 45] [--measure 120] [--window 30] [--rate 60] [--work 100000]
         [--ls-cpu-request 1] [--batch-pods 2] [--burner-mib 256] [--reclaim-percent 65] [--suppress-percent 65]
         [--configs 1,2,3,4] [--out bench/results/colocation]
 
@@ -597,9 +597,9 @@ def report(data: dict[str, Any], out: Path) -> str:
 # ----------------------------------------------------------------------------------------------- main
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--warmup", type=float, default=60, help="seconds per configuration before measuring")
+    parser.add_argument("--warmup", type=float, default=45, help="seconds per configuration before measuring")
     parser.add_argument("--measure", type=float, default=120, help="seconds measured per configuration")
-    parser.add_argument("--window", type=float, default=60, help="the agent's and manager's aggregation window, s")
+    parser.add_argument("--window", type=float, default=30, help="the agent's and manager's aggregation window, s")
     parser.add_argument("--rate", type=float, default=60, help="requests per second to the service")
     parser.add_argument("--work", type=int, default=100_000, help="loop iterations of CPU work per request")
     parser.add_argument("--ls-cpu-request", default="1", help="the service pod's CPU request")
