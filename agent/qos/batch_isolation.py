@@ -25,7 +25,7 @@ kubelet, so it is held too. A labelled non-BE pod with batch resources is left a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -100,13 +100,11 @@ class BatchIsolator:
         *,
         cgroup_parent: str = "",
         dry_run: bool = False,
-        layout: Callable[[], CgroupLayout | None] | None = None,
     ) -> None:
         self.cgroup_root = Path(cgroup_root)
         self.cgroup_parent = cgroup_parent
         self.recorder = recorder
         self.dry_run = dry_run
-        self._layout_source = layout
         self._layout: CgroupLayout | None = None
         self._pods: dict[str, _Pod] = {}
         metrics.BATCH_MODE.labels((IsolationMode.DRY_RUN if dry_run else IsolationMode.ON).value).set(1)
@@ -125,7 +123,7 @@ class BatchIsolator:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
             state = self._pods.setdefault(uid, _Pod())
-            targets = self._targets(uid, pod, state, node, cfs_quota)
+            targets = self._targets(pod, state, node, cfs_quota)
             if targets is None or layout is None:
                 continue
             try:
@@ -139,15 +137,11 @@ class BatchIsolator:
         return result
 
     def _current_layout(self) -> CgroupLayout | None:
-        if self._layout_source is not None:
-            return self._layout_source()
         if self._layout is None or not Path(self._layout.cpu).is_dir():
             self._layout = detect_layout(self.cgroup_root, self.cgroup_parent)
         return self._layout
 
-    def _targets(
-        self, uid: str, pod: Mapping[str, Any], state: _Pod, node: NodeLimits, cfs_quota: bool
-    ) -> BatchTargets | None:
+    def _targets(self, pod: Mapping[str, Any], state: _Pod, node: NodeLimits, cfs_quota: bool) -> BatchTargets | None:
         version = str((pod.get("metadata") or {}).get("resourceVersion") or "")
         if version != state.version or not version:
             state.version = version
