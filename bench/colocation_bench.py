@@ -308,7 +308,13 @@ class Bench:
         return [self.kube.kubectl_json("get", "pod", n, "-n", BENCH_NS) for n in names]
 
     def set_enforcement(self, *, agent: bool, suppress: bool) -> None:
-        """The agent's --qos-enforcement (helm upgrade rolls the DaemonSet) and the NodeSLO's BE strategy."""
+        """The agent's --qos-enforcement (helm upgrade rolls the DaemonSet) and the NodeSLO's BE strategy (patched
+        after the upgrade, which renders the chart's slo-controller-config again)."""
+        args = self.kube.kubectl_json("get", "daemonset", "loadline-agent", "-n", NAMESPACE)["spec"]["template"][
+            "spec"]["containers"][0]["args"]  # fmt: skip
+        if f"--qos-enforcement={str(agent).lower()}" not in args:
+            self.kube.upgrade(f"agent.qosEnforcement={str(agent).lower()}")
+            self.kube.wait_all_ready()
         strategy: dict[str, Any] = {"enable": suppress}
         if suppress:
             strategy |= {"cpuSuppressThresholdPercent": self.args.suppress_percent, "cpuSuppressPolicy": "cfsQuota",
@@ -316,11 +322,6 @@ class Bench:
         self.kube.plane.kubectl("patch", "configmap", "slo-controller-config", "-n", NAMESPACE, "--type=merge", "-p",
                                 json.dumps({"data": {"resource-threshold-config": json.dumps(
                                     {"clusterStrategy": strategy})}}))  # fmt: skip
-        args = self.kube.kubectl_json("get", "daemonset", "loadline-agent", "-n", NAMESPACE)["spec"]["template"][
-            "spec"]["containers"][0]["args"]  # fmt: skip
-        if f"--qos-enforcement={str(agent).lower()}" not in args:
-            self.kube.upgrade(f"agent.qosEnforcement={str(agent).lower()}")
-            self.kube.wait_all_ready()
 
         def slo_says() -> bool:
             slo = self.kube.kubectl_json("get", "nodeslo", self.kube.node.name)
