@@ -15,7 +15,9 @@ help:
 	@echo "make env           the line to eval so kubectl, helm and loadline talk to the demo cluster"
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
 	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
-	@echo "make fuzz         hostile-input fuzzing on a real API server, 2,000 examples (LOADLINE_FUZZ_EXAMPLES=n)"
+	@echo "make fuzz         hostile-input fuzzing on a real API server, 2,000 examples (LOADLINE_FUZZ_EXAMPLES=n),"
+	@echo "                  and 3,000 generated clusters against the real kube-scheduler (LOADLINE_DIFF_CASES=n,"
+	@echo "                  LOADLINE_DIFF_SEED=n; a random seed by default, printed)"
 	@echo "make components    build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm, kwok into the cache"
 	@echo "make image         build Loadline's image from the Dockerfile (buildah, offline) into an OCI archive;"
 	@echo "                   IMAGE=registry.example.com/loadline:0.2.0 names it, PUSH=1 pushes it there"
@@ -61,7 +63,10 @@ integration: components image
 	@$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 fuzz: components
-	@LOADLINE_FUZZ_EXAMPLES=$${LOADLINE_FUZZ_EXAMPLES:-2000} $(PY) -m pytest tests/integration/test_fuzz_hostile_input.py -s $(PYTEST_ARGS)
+	@LOADLINE_FUZZ_EXAMPLES=$${LOADLINE_FUZZ_EXAMPLES:-2000} \
+	  LOADLINE_DIFF_CASES=$${LOADLINE_DIFF_CASES:-3000} LOADLINE_DIFF_SEED=$${LOADLINE_DIFF_SEED:-random} \
+	  $(PY) -m pytest tests/integration/test_fuzz_hostile_input.py tests/integration/test_differential_scheduling.py \
+	  -s $(PYTEST_ARGS)
 
 cluster: components
 	@$(PY) -m tests.harness cluster up

@@ -53,7 +53,9 @@ rejected it and the reason (the same reasons as in the pod's FailedScheduling ev
 "0/N nodes are available: ..."), or its score per plugin as normalised score × weight
 and the weighted total the scheduler compared — the chosen node is marked. For a pod in
 a gang (PodGroup or gang labels/annotations) the gang's state follows: its minMember and
-which members are bound, waiting in Permit for the rest, or still pending.
+which members are bound, waiting in Permit for the rest, or still pending. A pod with
+PersistentVolumeClaims gets its claims' state (bound volume, class and binding mode, the
+node a claim waits to be provisioned on, what PreBind is waiting for).
 
 The scheduler keeps the last attempt of its most recent pods in memory; ask the replica
 that holds the leader Lease (a standby has not scheduled anything).
@@ -82,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-nodes", type=int, default=40,
                         help="print at most this many node lines, 0 for all (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    parser.add_argument("--kubeconfig", help="where to read the pod for its ClusterColocationProfile (default: "
+                        "$KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     return parser
 
 
@@ -148,6 +152,23 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
             lines.append("")
             lines.append("Rejections by plugin:")
             lines.extend(f"  {count:>5}  {what}" for what, count in sorted(rejected.items(), key=lambda kv: -kv[1]))
+    volumes = doc.get("volumes") or []
+    if volumes:
+        lines.append("")
+        lines.append("Volumes:")
+        for v in volumes:
+            what = f"  {v['volume']} -> claim {v['claim']}" + (" (ephemeral)" if v.get("ephemeral") else "")
+            if v.get("phase") is not None or v.get("volumeName"):
+                what += f": {v.get('phase') or 'Pending'}"
+                what += f", volume {v['volumeName']}" if v.get("volumeName") else ""
+                what += f", class {v.get('storageClass') or '(none)'}" + (
+                    f" ({v['bindingMode']})" if v.get("bindingMode") else "")
+                if v.get("selectedNode"):
+                    what += f", selected node {v['selectedNode']}"
+            lines.append(what)
+            for extra in ("binding", "problem"):
+                if v.get(extra):
+                    lines.append(f"      {v[extra]}")
     gang = doc.get("gang")
     if gang:
         lines.append("")
@@ -188,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     if not name or "/" in namespace:
         print(f"loadline explain: expected <namespace>/<pod>, got {args.pod!r}", file=sys.stderr)
         return 2
+    from manager.admission.explain import admission_line  # the pod's admission, from the API server
+
+    admission = admission_line(namespace, name, args.kubeconfig, args.timeout)
     server, source = (args.server, "--server") if args.server else default_server()
     try:
         status, doc = fetch(server, namespace, name, args.timeout)
@@ -198,14 +222,16 @@ def main(argv: list[str] | None = None) -> int:
             "  pass the scheduler's address with --server URL or set LOADLINE_SCHEDULER_URL",
             file=sys.stderr,
         )
+        print(admission, file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({**doc, "admission": admission}, indent=2))
         return 0 if status == 200 else 1
     if status != 200:
         print(f"loadline explain: {doc.get('error') or f'the scheduler answered {status}'}", file=sys.stderr)
+        print(admission, file=sys.stderr)
         return 1
-    print(render(doc, args.max_nodes))
+    print(render(doc, args.max_nodes) + "\n" + admission)
     return 0
 
 

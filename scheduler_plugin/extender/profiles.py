@@ -8,7 +8,8 @@ added (`multiPoint` or per point) and configured with `pluginConfig`, exactly as
 the defaults include PrioritySort and DefaultBinder for that, and the extender never calls them.
 
 Coscheduling and NetworkTopology are refused: they decide for a whole gang across Permit and
-PreFilter, which an extender (consulted pod by pod, with no Permit) cannot do.
+PreFilter, which an extender (consulted pod by pod, with no Permit) cannot do. So is VolumeBinding:
+it binds claims in Reserve and PreBind, which an extender never sees (kube-scheduler runs its own).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from scheduler_plugin.framework.config import POINT_FIELDS, KubeSchedulerConfigu
 from scheduler_plugin.framework.profiles import build_frameworks, load_scheduler_config
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.snapshot import Snapshot
-from scheduler_plugin.plugins import coscheduling, defaultbinder, loadaware, networktopology, queuesort
+from scheduler_plugin.plugins import coscheduling, defaultbinder, loadaware, networktopology, queuesort, volumebinding
 from scheduler_plugin.plugins.registry import IN_TREE_REGISTRY
 
 EXTENDER_DEFAULT_PLUGINS = Plugins(
@@ -35,6 +36,7 @@ EXTENDER_DEFAULT_PLUGINS = Plugins(
 NEEDS_FULL_SCHEDULER = {
     coscheduling.NAME: "gang scheduling needs Permit",
     networktopology.NAME: "topology placement decides for a whole gang at once",
+    volumebinding.NAME: "volume binding happens in Reserve and PreBind, which kube-scheduler runs itself",
 }
 
 

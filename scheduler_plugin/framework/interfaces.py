@@ -137,8 +137,18 @@ class Binder(Protocol):
     async def bind(self, pod: PodInfo, node_name: str) -> Status: ...
 
 
+class ObjectAPI(Protocol):
+    """The API server as a plugin that writes objects sees it (VolumeBinding's PreBind writes PV claimRefs and
+    claims' selected-node). The scheduler gives its client (`common.kube.http.KubeHTTP`); failures raise
+    `common.kube.http.KubeError`."""
+
+    async def get(self, path: str) -> dict[str, Any]: ...
+
+    async def replace(self, path: str, body: Any) -> dict[str, Any]: ...
+
+
 class FrameworkHandle(Protocol):
-    """What plugins get at construction: the cluster view, time, waiting pods, the binder."""
+    """What plugins get at construction: the cluster view, time, waiting pods, the binder, the API."""
 
     @property
     def profile_name(self) -> str: ...
@@ -154,6 +164,11 @@ class FrameworkHandle(Protocol):
 
     @property
     def binder(self) -> Binder: ...
+
+    @property
+    def api(self) -> ObjectAPI | None:
+        """The API server for plugins that write objects (None in process: tests, benchmarks, the simulator)."""
+        ...
 
     def run_filter_plugins_except(
         self, plugin_name: str, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray
@@ -343,6 +358,15 @@ class EnqueueExtensions(Plugin, Protocol):
     def events_to_register(self) -> frozenset[str]:
         """The cluster events (`framework.events`) that can make a pod this plugin rejected schedulable
         (kube-scheduler's EventsToRegister). A plugin without it is woken by every event."""
+        ...
+
+
+@runtime_checkable
+class QueueingHintPlugin(EnqueueExtensions, Protocol):
+    def queueing_hint(self, event: str, pending: PodInfo, changed: PodInfo | None, old: PodInfo | None) -> bool:
+        """Whether `event` about a pod (`changed`, `old` its previous version; one may be None) may make `pending`,
+        which this plugin rejected, schedulable (kube-scheduler's QueueingHintFn; False is its QueueSkip). Asked
+        only for the registered events that name a pod; without it every such event moves the pod."""
         ...
 
 

@@ -27,6 +27,7 @@ from common.api.malformed import MalformedObjectError
 from common.api.pod import scalar
 from common.api.quantity import Quantity, QuantityError
 from common.api.scheduling import Taint, parse_taints, string_map
+from scheduler_plugin.framework.images import ImageTable, parse_node_images
 
 if TYPE_CHECKING:
     from scheduler_plugin.framework.snapshot import PodRecord
@@ -122,7 +123,9 @@ class NodeColumns:
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_pos: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, LabelColumn] = {}
+        self._label_key_nodes: dict[str, int] = {}  # label key -> how many nodes carry it
         self._node_indices: IndexArray | None = None
+        self.images = ImageTable()  # status.images of every node (ImageLocality)
 
     # ------------------------------------------------------------------ array views
     @property
@@ -217,6 +220,10 @@ class NodeColumns:
         annotations = string_map(meta.get("annotations"), "metadata.annotations")
         taints = parse_taints(spec.get("taints"))
         allocatable = parse_resource_list(status.get("allocatable"), "status.allocatable")
+        info = self._node_by_name.get(name)
+        raw_images = status.get("images")
+        # Parsed only when they changed: a node's status updates (conditions, heartbeats) rarely touch them.
+        images = None if info is not None and raw_images == _images_of(info.raw) else parse_node_images(raw_images)
         for resource in allocatable:
             self.resource_column(resource)
 
@@ -229,6 +236,9 @@ class NodeColumns:
             self._node_indices = None
         i = info.index
         labels_changed = is_new or labels != info.labels
+        if labels_changed:
+            self._count_label_keys(info.labels if not is_new else {}, -1)
+            self._count_label_keys(labels, 1)
         info.labels = labels
         info.annotations = annotations
         info.taints = taints
@@ -242,6 +252,8 @@ class NodeColumns:
         self._allocatable[:, i] = 0
         for resource, amount in allocatable.items():
             self._allocatable[self._resource_pos[resource], i] = amount
+        if images is not None:
+            self.images.set_row(i, images)
         if labels_changed:
             for key, column in self._label_columns.items():
                 _set_label_cell(column, i, labels.get(key))
@@ -253,11 +265,13 @@ class NodeColumns:
         if info is None:
             return
         i = info.index
+        self._count_label_keys(info.labels, -1)
         self._nodes[i] = None
         self._valid[i] = False
         self._allocatable[:, i] = 0
         self._requested[:, i] = 0
         self._nonzero[:, i] = 0
+        self.images.set_row(i, {})
         for column in self._label_columns.values():
             _set_label_cell(column, i, None)
         self._free_rows.append(i)
@@ -303,6 +317,19 @@ class NodeColumns:
         self._generation[i] = self._gen_counter
 
     # ------------------------------------------------------------------ labels
+    def _count_label_keys(self, labels: Mapping[str, str], sign: int) -> None:
+        counts = self._label_key_nodes
+        for key in labels:
+            left = counts.get(key, 0) + sign
+            if left:
+                counts[key] = left
+            else:
+                counts.pop(key, None)
+
+    def has_label_key(self, key: str) -> bool:
+        """Whether any node carries the label (without materialising a column for a key no node has)."""
+        return key in self._label_key_nodes
+
     def label_column(self, key: str) -> LabelColumn:
         column = self._label_columns.get(key)
         if column is None:
@@ -318,6 +345,11 @@ class NodeColumns:
         info = self._node_by_name.get(name)
         if info is not None:
             self._touch(info.index)
+
+
+def _images_of(node: Mapping[str, Any]) -> Any:
+    status = node.get("status")
+    return status.get("images") if isinstance(status, Mapping) else None
 
 
 def _add_column(arr: IntArray) -> IntArray:

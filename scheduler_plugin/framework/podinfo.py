@@ -14,16 +14,25 @@ from common.api import constants as c
 from common.api.malformed import MalformedObjectError
 from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
 from common.api.podgroup import GangRef, GangSpecError, gang_of
+from common.api.podvolumes import PodVolume, parse_pod_volumes
 from common.api.quantity import QuantityError
 from common.api.scheduling import (
+    HostPort,
+    PodAffinity,
     PreferredTerm,
     SelectorTerm,
     Toleration,
+    TopologySpreadConstraint,
+    normalized_image_name,
+    parse_host_ports,
     parse_node_affinity,
+    parse_pod_affinity,
     parse_time,
     parse_tolerations,
+    parse_topology_spread_constraints,
     string_map,
 )
+from scheduler_plugin.framework.podfields import RefusedField, refused_fields
 
 # kube-scheduler scores a pod without a cpu/memory request as if it asked for these
 # (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest), so that many
@@ -45,6 +54,8 @@ class PodInfo:
         "deleting",
         "gang",
         "gang_error",
+        "host_ports",
+        "images",
         "initialized_at",
         "is_daemonset",
         "key",
@@ -57,11 +68,14 @@ class PodInfo:
         "node_selector",
         "nominated_node_name",
         "nonzero_requests",
+        "num_containers",
         "phase",
+        "pod_affinity",
         "preempt_never",
         "preferred_affinity",
         "priority",
         "raw",
+        "refused_fields",
         "requests",
         "required_affinity",
         "scheduled_at",
@@ -69,7 +83,9 @@ class PodInfo:
         "scheduling_gates",
         "start_time",
         "tolerations",
+        "topology_spread",
         "uid",
+        "volumes",
     )
 
     raw: Mapping[str, Any]
@@ -102,6 +118,16 @@ class PodInfo:
     gang: GangRef | None
     gang_error: str | None
     memo: dict[str, Any]
+    # spec.volumes as the volume plugins read them (common/api/podvolumes.py)
+    volumes: tuple[PodVolume, ...]
+    # host ports (NodePorts), images (ImageLocality), fields Loadline refuses (PodFieldGuard)
+    host_ports: tuple[HostPort, ...]  # NodePorts: (protocol, hostPort, hostIP) the pod binds on its node
+    images: tuple[str, ...]  # ImageLocality: normalised images of init containers, containers, image volumes
+    num_containers: int  # init containers + containers (ImageLocality's threshold scales with it)
+    refused_fields: tuple[RefusedField, ...]  # fields that affect placement and Loadline does not implement
+    # inter-pod placement (InterPodAffinity, PodTopologySpread)
+    pod_affinity: PodAffinity | None  # None: no pod affinity or anti-affinity term
+    topology_spread: tuple[TopologySpreadConstraint, ...]
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -162,7 +188,13 @@ class PodInfo:
         except GangSpecError as exc:
             # The pod is still schedulable data-wise; Coscheduling rejects it with this reason.
             self.gang, self.gang_error = None, str(exc)
+        self.host_ports = parse_host_ports(spec)
+        self.images, self.num_containers = _images(spec)
+        self.refused_fields = refused_fields(spec)
         self.memo = {}
+        self.volumes = parse_pod_volumes(spec, name)
+        self.pod_affinity = parse_pod_affinity(spec.get("affinity"), self.namespace)
+        self.topology_spread = parse_topology_spread_constraints(spec.get("topologySpreadConstraints"))
         return self
 
     def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:
@@ -232,6 +264,33 @@ def _nonzero_requests(obj: Mapping[str, Any]) -> tuple[int, int]:
     cpu = totals.get(c.RESOURCE_CPU)
     memory = totals.get(c.RESOURCE_MEMORY)
     return (scalar(c.RESOURCE_CPU, cpu) if cpu else 0, scalar(c.RESOURCE_MEMORY, memory) if memory else 0)
+
+
+def _images(spec: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:
+    """Normalised image references of init containers, containers and image volumes (each occurrence,
+    as imagelocality.sumImageScores adds one score per container), and the number of containers."""
+    images: list[str] = []
+    containers = 0
+    for kind in ("initContainers", "containers"):
+        for container in _objects(spec.get(kind), f"spec.{kind}"):
+            containers += 1
+            image = container.get("image")
+            if isinstance(image, str):
+                images.append(normalized_image_name(image))
+    for volume in _objects(spec.get("volumes"), "spec.volumes"):
+        source = volume.get("image")
+        reference = source.get("reference") if isinstance(source, Mapping) else None
+        if isinstance(reference, str):
+            images.append(normalized_image_name(reference))
+    return tuple(images), containers
+
+
+def _objects(value: Any, field: str) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(item, Mapping) for item in value):
+        raise MalformedObjectError(f"{field}: expected a list of objects")
+    return value
 
 
 def _condition_times(conditions: Any) -> tuple[float | None, float | None]:

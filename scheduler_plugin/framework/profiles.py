@@ -23,7 +23,7 @@ from pydantic import BaseModel, ValidationError
 from common.config import ConfigError
 from scheduler_plugin.framework.clock import Clock
 from scheduler_plugin.framework.config import POINT_FIELDS, KubeSchedulerConfiguration, PluginRef, Plugins, PluginSet
-from scheduler_plugin.framework.interfaces import EXTENSION_POINTS, Binder, Plugin
+from scheduler_plugin.framework.interfaces import EXTENSION_POINTS, Binder, ObjectAPI, Plugin
 from scheduler_plugin.framework.registry import Registry
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -104,6 +104,7 @@ def build_frameworks(
     clock: Clock | None = None,
     binder: Binder | None = None,
     tie_break_seed: int | None = None,
+    api: ObjectAPI | None = None,
 ) -> dict[str, Framework]:
     """One Framework per profile, keyed by schedulerName; all share the snapshot and clock.
     `tie_break_seed` seeds each profile's choice among equally good nodes (None: unpredictable)."""
@@ -122,6 +123,7 @@ def build_frameworks(
             snapshot=snap,
             clock=clock,
             binder=binder,
+            api=api,
             rng=random.Random(tie_break_seed),
             percentage_of_nodes_to_score=(
                 profile.percentage_of_nodes_to_score

@@ -33,6 +33,7 @@ from scheduler_plugin.framework.interfaces import (
     BindPlugin,
     FilterPlugin,
     NormalizeScorePlugin,
+    ObjectAPI,
     PermitPlugin,
     Plugin,
     PostBindPlugin,
@@ -121,8 +122,10 @@ class Framework:
         binder: Binder | None = None,
         percentage_of_nodes_to_score: int | None = None,
         rng: random.Random | None = None,
+        api: ObjectAPI | None = None,
     ) -> None:
         self._profile_name = profile_name
+        self._api = api
         self._snapshot = snapshot if snapshot is not None else Snapshot()
         self._clock: Clock = clock if clock is not None else RealClock()
         self._binder = binder
@@ -225,6 +228,10 @@ class Framework:
         if self._binder is None:
             raise RuntimeError("no binder configured for this framework")
         return self._binder
+
+    @property
+    def api(self) -> ObjectAPI | None:
+        return self._api
 
     # ------------------------------------------------------------------ instrumentation
     def _invoke(self, point: str, plugin: Plugin, fn: Callable[Params, T], *args: Params.args,

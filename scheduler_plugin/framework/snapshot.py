@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from common.api.scheduling import HostPort
 from scheduler_plugin.framework.disruption import DisruptionBudget
+from scheduler_plugin.framework.hostports import HostPortTable
 from scheduler_plugin.framework.nodecolumns import (
     CPU,
     FIXED_RESOURCES,
@@ -29,6 +31,7 @@ from scheduler_plugin.framework.nodecolumns import (
     parse_resource_list,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
+from scheduler_plugin.framework.podmatch import PodMatchIndex
 from scheduler_plugin.framework.stores import ObjectStore
 
 # The node side is re-exported: plugins read one `Snapshot`.
@@ -60,6 +63,7 @@ class PodRecord:
     assigned_at: float
     vector: IntArray
     nonzero: tuple[int, int]
+    host_ports: tuple[HostPort, ...] = ()
 
 
 class Snapshot(NodeColumns):
@@ -70,6 +74,10 @@ class Snapshot(NodeColumns):
         self.records: dict[str, PodRecord] = {}  # pods accounted on a node
         self._orphans: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to a node we have not seen
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
+        self._pod_multi_indexes: dict[str, tuple[Callable[[PodInfo], Iterable[Hashable]],
+                                                 dict[Hashable, set[str]]]] = {}  # fmt: skip
+        # Accounted pods per node row by label selector and by carried (anti-)affinity term (`podmatch`).
+        self.pod_matches = PodMatchIndex(self)
         self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -79,6 +87,8 @@ class Snapshot(NodeColumns):
         self.nominations: dict[str, str] = {}
         # Preemption victims whose eviction was asked for, until their deletion shows up here.
         self.evicting: set[str] = set()
+        # Host ports the pods accounted on each node row hold (NodePorts).
+        self.host_ports = HostPortTable()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -157,11 +167,12 @@ class Snapshot(NodeColumns):
             current = self.node(record.node_index).name
             if record.assumed and (not target or target == current):
                 # The API server has not caught up with (or just confirmed) our assumption.
-                record.pod = pod if target else record.pod
+                if target:
+                    self._replace_record_pod(record, pod)
                 record.assumed = not target
                 return
-            if target == current and pod.requests == record.pod.requests:
-                record.pod = pod  # a status-only update of a bound pod: nothing to re-account
+            if target == current and pod.requests == record.pod.requests and pod.host_ports == record.host_ports:
+                self._replace_record_pod(record, pod)  # a status-only update of a bound pod: nothing to re-account
                 self._touch(record.node_index)
                 return
             self._unaccount(key)
@@ -245,10 +256,17 @@ class Snapshot(NodeColumns):
         nonzero = pod.nonzero_requests
         self._nonzero[0, i] += nonzero[0]
         self._nonzero[1, i] += nonzero[1]
-        record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero)
+        record = PodRecord(pod, i, assumed, assigned_at, vec, nonzero, pod.host_ports)
+        if pod.host_ports:
+            self.host_ports.add(i, pod.host_ports)
         self.records[pod.key] = record
         info.pods[pod.key] = record
+        self.pod_matches.add(pod, i)
         self._touch(i)
+
+    def _replace_record_pod(self, record: PodRecord, pod: PodInfo) -> None:
+        old, record.pod = record.pod, pod
+        self.pod_matches.replace(old, pod, record.node_index)
 
     def _unaccount(self, key: str) -> None:
         record = self.records.pop(key)
@@ -256,9 +274,12 @@ class Snapshot(NodeColumns):
         self._requested[: len(record.vector), i] -= record.vector
         self._nonzero[0, i] -= record.nonzero[0]
         self._nonzero[1, i] -= record.nonzero[1]
+        if record.host_ports:
+            self.host_ports.add(i, record.host_ports, -1)
         info = self._nodes[i]
         if info is not None:
             info.pods.pop(key, None)
+        self.pod_matches.remove(record.pod, i)
         self._touch(i)
 
     # ------------------------------------------------------------------ pod indexes
@@ -275,19 +296,33 @@ class Snapshot(NodeColumns):
             self._pod_indexes[name] = entry
         return entry[1]
 
+    def pod_multi_index(self, name: str, keys_of: Callable[[PodInfo], Iterable[Hashable]]) -> dict[Hashable, set[str]]:
+        """Like `pod_index`, for a pod that has several keys (e.g. the claims its volumes use)."""
+        entry = self._pod_multi_indexes.get(name)
+        if entry is None:
+            index: dict[Hashable, set[str]] = {}
+            for pod in self.pods.values():
+                for value in keys_of(pod):
+                    index.setdefault(value, set()).add(pod.key)
+            entry = (keys_of, index)
+            self._pod_multi_indexes[name] = entry
+        return entry[1]
+
     def _index(self, pod: PodInfo) -> None:
         for key_of, index in self._pod_indexes.values():
             value = key_of(pod)
             if value is not None:
                 index.setdefault(value, set()).add(pod.key)
+        for keys_of, index in self._pod_multi_indexes.values():
+            for value in keys_of(pod):
+                index.setdefault(value, set()).add(pod.key)
 
     def _unindex(self, pod: PodInfo) -> None:
         for key_of, index in self._pod_indexes.values():
-            value = key_of(pod)
-            if value is not None and value in index:
-                index[value].discard(pod.key)
-                if not index[value]:
-                    del index[value]
+            _drop(index, key_of(pod), pod.key)
+        for keys_of, index in self._pod_multi_indexes.values():
+            for value in keys_of(pod):
+                _drop(index, value, pod.key)
 
     # ------------------------------------------------------------------ plugins' stores
     def store(self, factory: Callable[[Snapshot], StoreT]) -> StoreT:
@@ -305,6 +340,13 @@ class Snapshot(NodeColumns):
 
     def remove_disruption_budget(self, namespace: str, name: str) -> None:
         self.disruption_budgets.pop(pod_key(namespace, name), None)
+
+
+def _drop(index: dict[Hashable, set[str]], value: Hashable | None, pod_key: str) -> None:
+    if value is not None and value in index:
+        index[value].discard(pod_key)
+        if not index[value]:
+            del index[value]
 
 
 def _assigned_time(pod: PodInfo, previous: PodInfo | None) -> float:

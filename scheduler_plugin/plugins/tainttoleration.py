@@ -18,7 +18,6 @@ from scheduler_plugin.framework.interfaces import (
     ALL_PASS,
     FilterResult,
     FrameworkHandle,
-    Rejection,
     default_normalize_score,
 )
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -26,8 +25,10 @@ from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import Code
 
 NAME = "TaintToleration"
-# Per taint set of the snapshot: index into the reasons (-1 = tolerated), the reasons, PreferNoSchedule count.
-Verdicts = tuple[NDArray[np.int32], list[str], IntArray]
+# kube-scheduler v1.36 names no taint (releases before it said "untolerated taint {key: value}").
+REASON = "node(s) had untolerated taint(s)"
+# Per taint set of the snapshot: whether some NoSchedule/NoExecute taint is not tolerated, PreferNoSchedule count.
+Verdicts = tuple[NDArray[np.bool_], IntArray]
 
 
 def count_intolerable_prefer(taints: tuple[Taint, ...], tolerations: tuple[Toleration, ...]) -> int:
@@ -40,8 +41,8 @@ class TaintToleration:
     name = NAME
 
     def __init__(self) -> None:
-        # (snapshot uid, number of taint sets, tolerations) -> per taint set: reason index (-1 = fits)
-        # and PreferNoSchedule count. Most pods share a handful of toleration lists.
+        # (snapshot uid, number of taint sets, tolerations) -> per taint set: untolerated or not, and its
+        # PreferNoSchedule count. Most pods share a handful of toleration lists.
         self._verdicts: dict[tuple[int, int, tuple[Toleration, ...]], Verdicts] = {}
 
     @classmethod
@@ -56,33 +57,25 @@ class TaintToleration:
         cached = self._verdicts.get(key)
         if cached is not None:
             return cached
-        reasons: list[str] = []
-        reason_of_set = np.full(len(snapshot.taint_sets), -1, np.int32)
+        untolerated = np.zeros(len(snapshot.taint_sets), np.bool_)
         prefer = np.zeros(len(snapshot.taint_sets), np.int64)
         for set_id, taints in enumerate(snapshot.taint_sets):
-            taint = first_untolerated(taints, pod.tolerations)
-            if taint is not None:
-                reason = f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
-                if reason not in reasons:
-                    reasons.append(reason)
-                reason_of_set[set_id] = reasons.index(reason)
+            untolerated[set_id] = first_untolerated(taints, pod.tolerations) is not None
             prefer[set_id] = count_intolerable_prefer(taints, pod.tolerations)
         if len(self._verdicts) > 4096:
             self._verdicts.clear()
-        self._verdicts[key] = (reason_of_set, reasons, prefer)
-        return reason_of_set, reasons, prefer
+        self._verdicts[key] = (untolerated, prefer)
+        return untolerated, prefer
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> FilterResult:
-        reason_of_set, reasons, _ = self._verdicts_for(snapshot, pod)
-        if not reasons:
+        untolerated, _ = self._verdicts_for(snapshot, pod)
+        if not untolerated.any():
             return ALL_PASS
-        verdict = reason_of_set.take(snapshot.taint_set_ids.take(candidates))
-        unresolvable = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-        rejections = [Rejection(reason, verdict == k, unresolvable) for k, reason in enumerate(reasons)]
-        return FilterResult.from_rejections(candidates.size, rejections)
+        rejected = untolerated.take(snapshot.taint_set_ids.take(candidates))
+        return FilterResult.rejecting(REASON, rejected, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: IndexArray) -> IntArray:
-        _, _, prefer = self._verdicts_for(snapshot, pod)
+        _, prefer = self._verdicts_for(snapshot, pod)
         counts: IntArray = prefer.take(snapshot.taint_set_ids.take(candidates))
         return counts
 

@@ -15,6 +15,9 @@ from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
+from scheduler_plugin.plugins.storage import PersistentVolumeClaims, PersistentVolumes, StorageClasses
+from scheduler_plugin.plugins.volumebinding.plugin import STATE as VOLUME_BINDING
+from scheduler_plugin.plugins.volumebinding.plugin import VolumeBindingState
 from scheduler_plugin.server.attempts import PreemptionRecord
 from scheduler_plugin.server.scheduler import Scheduler
 
@@ -72,6 +75,46 @@ def _gang(scheduler: Scheduler, pod: PodInfo) -> dict[str, Any] | None:
     }
 
 
+def _volumes(scheduler: Scheduler, pod: PodInfo) -> list[dict[str, Any]]:
+    """The pod's claims as the volume plugins see them, and what VolumeBinding is binding for it right now."""
+    snap = scheduler.snapshot
+    claims, pvs, classes = snap.store(PersistentVolumeClaims), snap.store(PersistentVolumes), snap.store(StorageClasses)
+    flight = scheduler.in_flight.get(pod.key)
+    state = flight.result.state if flight is not None else None
+    binding = state.get(VOLUME_BINDING, VolumeBindingState) if state is not None else None
+    reserved = binding.reserved if binding is not None else None
+    out = []
+    for volume in pod.volumes:
+        if not volume.claim:
+            continue
+        key = f"{pod.namespace}/{volume.claim}"
+        claim = claims.get(key)
+        item: dict[str, Any] = {"volume": volume.name, "claim": volume.claim, "ephemeral": volume.ephemeral}
+        if claim is None:
+            item["problem"] = claims.unreadable(key) or "not found"
+            out.append(item)
+            continue
+        storage_class = classes.get(claim.storage_class) if claim.storage_class else None
+        item.update({
+            "phase": claim.phase or None,
+            "storageClass": claim.storage_class or None,
+            "bindingMode": storage_class.binding_mode if storage_class is not None else None,
+            "volumeName": claim.volume_name or None,
+            "selectedNode": claim.selected_node,
+        })  # fmt: skip
+        pv = pvs.get(claim.volume_name) if claim.volume_name else None
+        if pv is not None and pv.node_affinity is not None and pv.node_affinity.problem:
+            item["problem"] = f"PV {pv.name}: {pv.node_affinity.problem} (that node affinity term matches no node)"
+        if reserved is not None:
+            taking = [pv.name for c, pv in reserved.static if c.key == key]
+            if taking:
+                item["binding"] = f"PreBind: {taking[0]} pre-bound to the claim, waiting for the PV controller"
+            elif any(c.key == key for c in reserved.provisions):
+                item["binding"] = f"PreBind: provisioning on {reserved.node}, waiting for the provisioner"
+        out.append(item)
+    return out
+
+
 def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: bool) -> tuple[int, dict[str, Any]]:
     key = f"{namespace}/{name}"
     snap = scheduler.snapshot
@@ -88,6 +131,7 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         "attempt": None,
         "nodes": [],
         "gang": _gang(scheduler, pod),
+        "volumes": _volumes(scheduler, pod),
     }
     flight = scheduler.in_flight.get(key)
     if flight is not None and flight.result.waiting is not None and not flight.result.waiting.done:

@@ -134,7 +134,8 @@ QUEUE_MOVES = Counter(
 )
 CACHE_SIZE = Gauge(
     "loadline_scheduler_cache_size",
-    "Objects in the scheduler's snapshot, by type (nodes, pods, assumed_pods, node_metrics, pod_groups)",
+    "Objects in the scheduler's snapshot, by type (nodes, pods, assumed_pods, node_metrics, pod_groups, "
+    "persistent_volumes, persistent_volume_claims, assumed_volumes)",
     ["type"],
 )
 

@@ -28,6 +28,7 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from scheduler_plugin.plugins.storage import PersistentVolumeClaims, PersistentVolumes
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.apihealth import ApiHealth
 from scheduler_plugin.server.binder import APIBinder
@@ -57,7 +58,7 @@ class SchedulerProcess:
         self.reporter = Reporter(http, self.identity, event_http=self.event_http, health=self.health)
         self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
         self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder,
-                                                 tie_break_seed=options.tie_break_seed)
+                                                 tie_break_seed=options.tie_break_seed, api=http)
         self.scheduler = Scheduler(
             self.frameworks,
             self.snapshot,
@@ -68,10 +69,12 @@ class SchedulerProcess:
             unschedulable_timeout_seconds=options.unschedulable_timeout_seconds,
             explain_capacity=options.explain_cache_size,
         )
-        self.malformed = MalformedObjects(("Node", "Pod", "NodeMetric", "PodDisruptionBudget", "PodGroup"))
+        watched = watched_by(p for f in self.frameworks.values() for p in f.plugins.values())
+        kinds = ("Node", "Pod", "PodDisruptionBudget", *(r.kind for r in watched))
+        self.malformed = MalformedObjects(dict.fromkeys(kinds))
         self.cache = ClusterCache(
             http, self.snapshot, self.scheduler, self.malformed, crd_retry_seconds=options.crd_retry_seconds,
-            resources=watched_by(p for f in self.frameworks.values() for p in f.plugins.values()),
+            resources=watched,
         )
         election = options.leader_election
         # The Lease is renewed over its own connections: behind thousands of queued bindings and events a
@@ -99,6 +102,12 @@ class SchedulerProcess:
         m.CACHE_SIZE.labels("assumed_pods").set_function(lambda: float(sum(r.assumed for r in snap.records.values())))
         m.CACHE_SIZE.labels("pod_groups").set_function(lambda: float(len(snap.store(PodGroups))))
         m.CACHE_SIZE.labels("node_metrics").set_function(lambda: float(len(snap.store(NodeLoads))))
+        m.CACHE_SIZE.labels("persistent_volumes").set_function(lambda: float(len(snap.store(PersistentVolumes))))
+        m.CACHE_SIZE.labels("persistent_volume_claims").set_function(
+            lambda: float(len(snap.store(PersistentVolumeClaims))))
+        # PVs and claims VolumeBinding assumed in Reserve whose writes the watch has not shown yet
+        pvs, claims = snap.store(PersistentVolumes), snap.store(PersistentVolumeClaims)
+        m.CACHE_SIZE.labels("assumed_volumes").set_function(lambda: float(pvs.assumed_count() + claims.assumed_count()))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.scheduler.leading

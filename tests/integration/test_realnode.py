@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ from tests.integration.realnode_cluster import (
     update_time,
     wait_for,
 )
+from tests.storage_objects import persistent_volume, storage_class
 
 # The first test also sets up the session's real cluster (and may wait for another real node on this machine).
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
@@ -467,6 +469,169 @@ def test_loadline_scheduler_pod_places_a_pod_on_the_real_node(real_cluster: Real
     assert any("loadline" in (s or "") for s in sources), f"Scheduled events from {sources}, none from Loadline"
 
 
+# A StatefulSet's replica: counts its starts in its volume and stays up (Ready once it has written).
+STATEFUL_REPLICA = r"""
+import os, time
+path = "/data/starts"
+with open(path, "a") as f:
+    f.write(os.environ["HOSTNAME"] + "\n")
+print(open(path).read(), flush=True)
+while True:
+    time.sleep(3600)
+"""
+
+
+def local_volume_objects(name: str, node: str, paths: list[Path]) -> list[dict[str, Any]]:
+    """A local-volume StorageClass (no provisioner, WaitForFirstConsumer) and one static local PV per path."""
+    objects: list[dict[str, Any]] = [storage_class(name)]
+    for i, path in enumerate(paths):
+        pv = persistent_volume(f"{name}-{i}", "64Mi", storage_class=name, hostname=node, local_path=str(path))
+        del pv["metadata"]["uid"], pv["metadata"]["resourceVersion"], pv["status"]
+        objects.append(pv)
+    return objects
+
+
+def stateful_set(name: str, namespace: str, storage: str, image: str, replicas: int) -> dict[str, Any]:
+    pod = burner_pod("x", namespace, cores=0, mib=0, image=image, scheduler="loadline-scheduler",
+                     resources={"requests": {"cpu": "10m", "memory": "16Mi"}})  # fmt: skip
+    container = pod["spec"]["containers"][0]
+    container.update({"name": "app", "command": ["python3", "-c", STATEFUL_REPLICA], "env": [],
+                      "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                      "readinessProbe": {"exec": {"command": ["test", "-s", "/data/starts"]}, "periodSeconds": 1}})
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "storageClassName": storage,
+                "resources": {"requests": {"storage": "32Mi"}}}}],
+        },
+    }  # fmt: skip
+
+
+def test_loadline_scheduler_binds_a_statefulsets_local_volumes_and_the_data_survives_a_restart(
+    real_cluster: RealCluster, workload_ns: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 28: a StatefulSet of 3 with volumeClaimTemplates on a local-volume class (static local PVs on this
+    machine's disk), scheduled by loadline-scheduler: every replica Running here with its own volume mounted,
+    and a replica deleted comes back to its data."""
+    plane, node = real_cluster.plane, real_cluster.node.name
+    name = f"local-{workload_ns}"
+    root = tmp_path_factory.mktemp("local-volumes")
+    paths = [root / f"pv-{i}" for i in range(3)]
+    for path in paths:
+        path.mkdir()
+        path.chmod(0o777)  # whatever user the image runs as may write there
+    objects = local_volume_objects(name, node, paths)
+    try:
+        plane.apply(objects)
+        plane.apply(stateful_set("web", workload_ns, name, real_cluster.image, replicas=3))
+        plane.kubectl("rollout", "status", "statefulset/web", "-n", workload_ns, "--timeout=120s", timeout=130)
+        pods = {p["metadata"]["name"]: p for p in real_cluster.kubectl_json("get", "pods", "-n", workload_ns,
+                                                                           "-l", "app=web")["items"]}  # fmt: skip
+        assert sorted(pods) == ["web-0", "web-1", "web-2"]
+        for pod_name, replica in pods.items():
+            assert replica["spec"]["nodeName"] == node and replica["status"]["phase"] == "Running", pod_name
+        claims = {c["metadata"]["name"]: c for c in real_cluster.kubectl_json("get", "pvc", "-n", workload_ns)["items"]}
+        volumes = {c["spec"]["volumeName"] for c in claims.values()}
+        assert volumes == {f"{name}-{i}" for i in range(3)}, claims  # one PV each, all bound by the PV controller
+        starts = {path.name: path.joinpath("starts").read_text().split() for path in paths}
+        assert sorted(s for lines in starts.values() for s in lines) == ["web-0", "web-1", "web-2"], starts
+        events = real_cluster.kubectl_json("get", "events", "-n", workload_ns, "--field-selector=reason=Scheduled")
+        sources = {e.get("reportingComponent") or (e.get("source") or {}).get("component") for e in events["items"]}
+        assert sources and all("loadline" in (s or "") for s in sources), sources
+
+        # The data outlives the pod: web-1 comes back (rescheduled by loadline-scheduler) to its own volume.
+        volume_of_web1 = next(p for p, lines in starts.items() if lines == ["web-1"])
+        old_uid = pods["web-1"]["metadata"]["uid"]
+        plane.kubectl("delete", "pod", "web-1", "-n", workload_ns, "--wait=true", "--timeout=60s", timeout=70)
+        wait_for("web-1 recreated and Ready", lambda: (p := pod(real_cluster, workload_ns, "web-1"))["metadata"]["uid"]
+                 != old_uid and any(c["type"] == "Ready" and c["status"] == "True"
+                                    for c in p["status"].get("conditions", [])), 90)  # fmt: skip
+        assert (root / volume_of_web1 / "starts").read_text().split() == ["web-1", "web-1"]
+        print(f"\nStatefulSet of 3 on local PVs: bound {sorted(volumes)}; web-1 restarted onto {volume_of_web1}")
+    finally:
+        plane.kubectl("delete", "statefulset", "web", "-n", workload_ns, "--wait=true", "--timeout=60s",
+                      check=False, timeout=70)  # fmt: skip
+        # Claims go with the pods (their kubelet unmounted the volumes), then the PVs and the class.
+        plane.kubectl("delete", "pods,pvc", "--all", "-n", workload_ns, "--wait=true", "--timeout=90s",
+                      check=False, timeout=100)  # fmt: skip
+        for obj in reversed(objects):
+            plane.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--wait=true", "--timeout=30s",
+                          "--ignore-not-found", check=False, timeout=40)  # fmt: skip
+        shutil.rmtree(root, ignore_errors=True)
+    assert not root.exists()
+
+
+def placed_deployment(cluster: RealCluster, namespace: str, name: str, replicas: int, *,
+                      constraint: str) -> dict[str, Any]:  # fmt: skip
+    """A Deployment for `loadline-scheduler` whose pods carry a required anti-affinity on the hostname (kept to
+    the real node by the burner's nodeSelector), or a hostname spread constraint (maxSkew 1, any node)."""
+    spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image, scheduler="loadline-scheduler",
+                      resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
+    mine = {"matchLabels": {"app": name}}
+    if constraint == "anti-affinity":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": mine, "topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    else:
+        del spec["nodeSelector"]
+        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                              "whenUnsatisfiable": "DoNotSchedule", "labelSelector": mine}]  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "selector": mine,
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+    }  # fmt: skip
+
+
+def test_loadline_scheduler_honours_anti_affinity_and_spread_of_deployments(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    """Where kube-scheduler would put them (issue 26): of two replicas with required anti-affinity on the hostname,
+    kept to the one real node, the first runs there and the second stays pending with kube-scheduler's reasons;
+    three replicas spread with maxSkew 1 over the hostname take one node each (the real node and both kwok nodes)."""
+    cluster = real_cluster
+    cluster.plane.apply([placed_deployment(cluster, workload_ns, "apart", 2, constraint="anti-affinity"),
+                         placed_deployment(cluster, workload_ns, "spread", 3, constraint="spread")])  # fmt: skip
+    nodes = [n["metadata"]["name"] for n in cluster.kubectl_json("get", "nodes")["items"]]
+
+    def started(app: str) -> list[dict[str, Any]]:
+        return [p for p in pods_by_label(cluster, workload_ns, f"app={app}")
+                if p["status"].get("phase") == "Running"]  # fmt: skip
+
+    def reason(p: dict[str, Any]) -> str:
+        conditions = p["status"].get("conditions") or []
+        return next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
+
+    def apart_settled() -> bool:
+        items = pods_by_label(cluster, workload_ns, "app=apart")
+        return len(items) == 2 and len(started("apart")) == 1 and any(reason(p) for p in items
+                                                                       if not p["spec"].get("nodeName"))
+
+    wait_for("one running and one refused replica of 'apart'", apart_settled, 120, context=lambda: cluster.logs("scheduler"))
+    running_apart = started("apart")[0]
+    assert running_apart["spec"]["nodeName"] == cluster.node.name
+    pending = next(p for p in pods_by_label(cluster, workload_ns, "app=apart") if not p["spec"].get("nodeName"))
+    others = len(nodes) - 1
+    assert reason(pending) == (
+        f"0/{len(nodes)} nodes are available: 1 node(s) didn't match pod anti-affinity rules, {others} node(s) didn't "
+        f"match Pod's node affinity/selector. preemption: 0/{len(nodes)} nodes are available: 1 No preemption victims "
+        f"found for incoming pod, {others} Preemption is not helpful for scheduling."
+    )
+
+    wait_for("three running 'spread' replicas", lambda: len(started("spread")) == 3, 120,
+             context=lambda: cluster.logs("scheduler"))  # fmt: skip
+    spread_nodes = sorted(p["spec"]["nodeName"] for p in started("spread"))
+    assert spread_nodes == sorted([cluster.node.name, *cluster.kwok_nodes]), spread_nodes
+
+
 def victim_deployment(cluster: RealCluster, namespace: str, replicas: int) -> dict[str, Any]:
     spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
                       resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
@@ -654,10 +819,11 @@ def test_helm_uninstall_leaves_nothing_of_loadline(real_cluster: RealCluster) ->
     real_cluster.uninstall()
 
     def left() -> list[str]:
-        names = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
-                                           "-o", "name").stdout.split()  # fmt: skip
-        cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
-                                                    "name").stdout.split()  # fmt: skip
+        names = real_cluster.plane.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings", "-n",
+                                           NAMESPACE, "-o", "name").stdout.split()  # fmt: skip
+        cluster_scoped = real_cluster.plane.kubectl(
+            "get", "clusterroles,clusterrolebindings,priorityclasses,mutatingwebhookconfigurations,"
+            "validatingwebhookconfigurations", "-o", "name").stdout.split()  # fmt: skip
         return [n for n in names + cluster_scoped if "loadline" in n or "slo-controller" in n or "koord-" in n]
 
     # helm --wait returns once the workloads are gone; their pods terminate after.

@@ -2,7 +2,8 @@
 
 Filter: one more pod must fit the node's `pods`, and every resource the pod requests
 (cpu, memory, ephemeral-storage and extended resources such as kubernetes.io/batch-cpu)
-must fit allocatable − requested. Score: LeastAllocated (default) or MostAllocated
+must fit allocatable − requested; a request beyond the node's allocatable is unresolvable
+(preemption cannot help there). Score: LeastAllocated (default) or MostAllocated
 over the configured resources; cpu and memory use the "non-zero" requests (100m/200Mi
 for containers without requests) like kube-scheduler, so request-less pods spread.
 """
@@ -24,7 +25,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.row_delta import RowDelta, row_delta, stack
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, IndexArray, IntArray, Snapshot
-from scheduler_plugin.framework.status import SUCCESS, Status
+from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.plugins.noderesources.formulas import least_requested_score, most_requested_score
 
 NAME = "NodeResourcesFit"
@@ -113,10 +114,15 @@ class NodeResourcesFit:
         for j in np.flatnonzero(request):
             if j == PODS or self._is_ignored(snapshot.resource_names[j]):
                 continue
-            free = allocatable[j].take(candidates) - used(int(j))
-            short = request[j] > free
+            capacity = allocatable[j].take(candidates)
+            short = request[j] > capacity - used(int(j))
             if short.any():
-                rejections.append(Rejection(f"Insufficient {snapshot.resource_names[j]}", short))
+                # Beyond the node's whole allocatable no eviction helps: kube-scheduler (v1.32+) marks the node
+                # UnschedulableAndUnresolvable then, so preemption does not consider it.
+                beyond = short & (request[j] > capacity)
+                reason = f"Insufficient {snapshot.resource_names[j]}"
+                rejections.append(Rejection(reason, short & ~beyond))
+                rejections.append(Rejection(reason, beyond, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
         if not rejections:
             return ALL_PASS
         return FilterResult.from_rejections(candidates.size, rejections)

@@ -197,8 +197,8 @@ def test_taint_filter_reasons_and_tolerations() -> None:
     snap = Snapshot.from_objects(nodes=TAINTED)
     result, rows, _ = run_filter(TaintToleration(), snap, pod("p"))
     assert reasons(result, snap, rows) == {
-        "gpu": ["node(s) had untolerated taint {gpu: true}"],
-        "evict": ["node(s) had untolerated taint {maint: }"],
+        "gpu": ["node(s) had untolerated taint(s)"],  # kube-scheduler v1.36's words: no taint named
+        "evict": ["node(s) had untolerated taint(s)"],
     }
     tolerant = pod("p", tolerations=[{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
                                      {"key": "maint", "operator": "Exists"}])
@@ -250,12 +250,26 @@ def test_default_profile_fit_error_message() -> None:
     fw, _, _ = default_framework(snap)
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p", cpu="2")))
     assert result.status.message == (
-        "0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable, 2 Insufficient cpu. "
-        # kube-scheduler's DefaultPreemption: no pods to preempt on a/b, taints and cordons are not its business.
-        "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, "
-        "2 Preemption is not helpful for scheduling."
+        # a and b are smaller than the pod (unresolvable since kube-scheduler v1.32), taints and cordons are not
+        # preemption's business either.
+        "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
     )
+
+
+def test_a_request_beyond_allocatable_is_unresolvable() -> None:
+    """kube-scheduler's fitsRequest: Unresolvable when the pod asks for more than the node has at all, so
+    preemption looks only where evicting pods can make room."""
+    snap = Snapshot.from_objects(nodes=[node("small", cpu="1"), node("full", cpu="4")],
+                                 pods=[pod("other", cpu="3", node_name="full")])
+    result, rows, _ = run_filter(NodeResourcesFit(NodeResourcesFitArgs()), snap, pod("p", cpu="2"))
+    codes = {(snap.node_name(int(r)), rej.code) for rej in result.rejections for r in rows[rej.mask]}
+    assert codes == {("small", Code.UNSCHEDULABLE_AND_UNRESOLVABLE), ("full", Code.UNSCHEDULABLE)}
+    fw, _, _ = default_framework(snap)
+    message = scheduling_cycle(fw, PodInfo.from_dict(pod("p", cpu="2"))).status.message
+    assert message == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
+                       "1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.")
 
 
 def test_default_profile_prefers_least_allocated_and_counts_assumed_pods() -> None:
@@ -280,10 +294,13 @@ def test_explain_lists_rejections_and_weighted_scores() -> None:
     lines = [e.line() for e in explain(result, snap)]
     # b: cpu (8000 − 2000) × 100 / 8000 = 75, memory (8Gi − 1Gi) × 100 / 8Gi = 87 → 81; a: 50 and 87 → 68.
     # TaintToleration gives every feasible node 100 (×3); LoadAware 0 (no NodeMetric); NodeAffinity
-    # skips scoring (no preferred terms).
+    # skips scoring (no preferred terms), ImageLocality too (no node has the pod's image).
+    # BalancedAllocation: b goes from fractions (0, 0), balance 100, to (0.25, 0.125): std 0.0625, 93;
+    # 50 + (50 + 93 − 100) / 2 = 71. a: (0.5, 0.125), std 0.1875, 81 → 50 + 31 / 2 = 65.
+    balanced = "NodeResourcesBalancedAllocation"
     assert lines == [
-        "b: total 381 (TaintToleration=100×3, NodeResourcesFit=81×1, LoadAwareScheduling=0×1) (chosen)",
-        "a: total 368 (TaintToleration=100×3, NodeResourcesFit=68×1, LoadAwareScheduling=0×1)",
+        f"b: total 452 (TaintToleration=100×3, NodeResourcesFit=81×1, LoadAwareScheduling=0×1, {balanced}=71×1) (chosen)",
+        f"a: total 433 (TaintToleration=100×3, NodeResourcesFit=68×1, LoadAwareScheduling=0×1, {balanced}=65×1)",
         "small: rejected by NodeResourcesFit: Insufficient cpu",
-        "tainted: rejected by TaintToleration: node(s) had untolerated taint {k: v}",
+        "tainted: rejected by TaintToleration: node(s) had untolerated taint(s)",
     ]

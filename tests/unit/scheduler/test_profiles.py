@@ -29,13 +29,26 @@ def test_default_profile() -> None:
     fw = frameworks_from_config(None, snapshot=Snapshot())["loadline-scheduler"]
     assert fw.queue_sort_plugin is not None and fw.queue_sort_plugin.name == "Coscheduling"
     assert names(fw.pre_enqueue_plugins) == ["SchedulingGates"]
-    assert names(fw.pre_filter_plugins) == ["Coscheduling", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling"]
+    volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # kube-scheduler's order
+    assert names(fw.pre_filter_plugins) == [
+        "PodFieldGuard", "Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", *volumes,
+        "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling",
+    ]
+    # kube-scheduler's Filter order where it has the plugin: a node is reported under the first that rejects it.
     assert names(fw.filter_plugins) == [
-        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodeResourcesFit", "LoadAwareScheduling",
+        "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+        *volumes, "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling",
     ]
     assert [(p.name, w) for p, w, _ in fw.score_plugins] == [
-        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("LoadAwareScheduling", 1),
+        ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("LoadAwareScheduling", 1),
+        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
+    assert [n for n in names(fw.pre_score_plugins) if n in ("NodeAffinity", "NodeResourcesBalancedAllocation",
+                                                             "ImageLocality")] == [
+        "NodeAffinity", "NodeResourcesBalancedAllocation", "ImageLocality"]
+    assert names(fw.reserve_plugins) == ["Coscheduling", "VolumeBinding"]
+    assert names(fw.pre_bind_plugins) == ["VolumeBinding"]
     assert names(fw.post_filter_plugins) == ["Coscheduling", "DefaultPreemption"]
     assert names(fw.permit_plugins) == ["Coscheduling"]
     assert names(fw.bind_plugins) == ["DefaultBinder"]
@@ -72,7 +85,9 @@ profiles:
     assert hot.percentage_of_nodes_to_score == 40
     # The explicitly listed LoadAware keeps its place first with its own weight; NodeAffinity leaves Score only.
     assert [(p.name, w) for p, w, _ in hot.score_plugins] == [
-        ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1),
+        ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
     ]
     assert "NodeAffinity" in names(hot.filter_plugins)
     plugin = hot.plugins["LoadAwareScheduling"]
@@ -81,7 +96,7 @@ profiles:
     assert plugin.args.filter_expired_node_metrics is False
     assert plugin.args.aggregated is not None and plugin.args.aggregated.usage_aggregated_duration is not None
     assert plugin.args.aggregated.usage_aggregated_duration.seconds == 300
-    assert [(p.name, w) for p, w, _ in cold.score_plugins][-1] == ("LoadAwareScheduling", 1)
+    assert ("LoadAwareScheduling", 1) in [(p.name, w) for p, w, _ in cold.score_plugins]
 
 
 def test_multipoint_plugin_added_and_disabled_per_point() -> None:

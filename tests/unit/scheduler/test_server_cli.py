@@ -121,3 +121,16 @@ def test_tie_break_seed_flag_reaches_the_options_and_seeds_every_profile() -> No
     assert _options(_parser().parse_args([]), config).tie_break_seed is None
     draws = [[f.rng.random() for f in frameworks_from_config(config, tie_break_seed=7).values()] for _ in range(2)]
     assert draws[0] == draws[1]
+
+
+def test_explain_renders_the_pods_volumes() -> None:
+    doc = {**DOC, "gang": None, "volumes": [
+        {"volume": "data", "claim": "data-web-0", "ephemeral": False, "phase": "Pending", "storageClass": "local",
+         "bindingMode": "WaitForFirstConsumer", "volumeName": None, "selectedNode": None,
+         "binding": "PreBind: pv-3 pre-bound to the claim, waiting for the PV controller"},
+        {"volume": "logs", "claim": "gone", "ephemeral": False, "problem": "not found"},
+    ]}  # fmt: skip
+    text = explain.render(doc)
+    assert "  data -> claim data-web-0: Pending, class local (WaitForFirstConsumer)" in text
+    assert "PreBind: pv-3 pre-bound to the claim, waiting for the PV controller" in text
+    assert "  logs -> claim gone\n      not found" in text

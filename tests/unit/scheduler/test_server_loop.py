@@ -143,7 +143,7 @@ def test_unschedulable_pod_is_reported_then_retried_on_node_add() -> None:
             add(scheduler, pod("big", cpu="2"))
             await until(lambda: bool(http.patches))
             message = ("0/1 nodes are available: 1 Insufficient cpu. "
-                       "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+                       "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
             assert [e["note"] for e in http.events] == [message]
             assert http.events[0]["type"] == "Warning" and http.events[0]["reason"] == "FailedScheduling"
             path, patch = http.patches[0]
@@ -195,6 +195,24 @@ def test_failed_binding_releases_the_node_and_retries_with_backoff() -> None:
             add(scheduler, pod("p", cpu="1"))
             await until(lambda: http.bindings.get("default/p") == "n1")
         assert scheduler.binder.health.unreachable is False  # the later success cleared it
+
+    asyncio.run(run())
+
+
+def test_a_binding_that_fails_after_the_loop_went_idle_is_retried_after_its_backoff() -> None:
+    """A slow failure (a PreBind waiting for the PV controller) while nothing else is queued: the idle loop must
+    wake for the pod's backoff, not sleep on until its next unschedulable-pool flush (30 s)."""
+    async def run() -> None:
+        snap = Snapshot.from_objects(nodes=[node("n1")])
+        scheduler, http = make(snap)
+        http.hold_bindings = asyncio.Event()
+        http.fail_binding["default/p"] = KubeError(0, "ClientConnectorError: connection refused")
+        async with leading(scheduler):
+            add(scheduler, pod("p", cpu="1"))
+            await until(lambda: "default/p" in scheduler.in_flight)
+            await asyncio.sleep(0.3)  # the loop has nothing else to do: it idles
+            http.hold_bindings.set()  # the binding fails now, and the next attempt succeeds
+            await until(lambda: http.bindings.get("default/p") == "n1", within=3.0)
 
     asyncio.run(run())
 

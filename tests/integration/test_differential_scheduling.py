@@ -1,0 +1,429 @@
+"""Loadline against the real kube-scheduler on the same generated clusters (issue 26).
+
+Each case of `differential_cases` is made twice on one real API server, a copy for
+kube-scheduler (default-scheduler, its default profile) and one for `loadline scheduler` (its
+default profile), in batches; both schedulers run side by side and decide every new pod. They
+must agree case by case:
+
+* schedulable or not at the first attempt;
+* where not, on kube-scheduler's message ("0/N nodes are available: <count> <reason>, ...
+  preemption: ..."), the first FailedScheduling note of each, exactly: N, every reason, every count;
+* where a pod preempts (every pod of a case has its own priority, so the best candidate is
+  unique), on the nominated node and the victims;
+* where Loadline found a single best-scored node (`tiedNodes` 1 in its explain), on the node.
+
+Two differences of wording are taken out first (docs/scheduling-differences.md): kube-scheduler's
+DRA PostFilter's "no new claims to deallocate, " and Loadline's account of a successful preemption.
+
+Keeping the cases apart costs nothing in the messages (see differential_cases). A batch waits,
+before its new pods exist, until both schedulers have seen all of its nodes and pods: a sentinel
+pod per scheduler, pinned to a node created last, must be bound. Between batches every object
+of the last one is deleted.
+
+Knobs: LOADLINE_DIFF_CASES (default 300; `make fuzz` runs thousands), LOADLINE_DIFF_SEED (an
+integer, or "random"; printed), LOADLINE_DIFF_BATCH (cases per batch), LOADLINE_DIFF_DIMENSIONS
+(comma-separated subset of differential_cases.DIMENSIONS; default: all Loadline implements).
+"""
+
+from __future__ import annotations
+
+import http.client
+import itertools
+import json
+import os
+import random
+import re
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from scheduler_plugin.plugins.registry import IN_TREE_REGISTRY
+from tests.harness.controlplane import ControlPlane
+from tests.integration.differential_cases import (
+    BATCH_LABEL,
+    CLASSES,
+    HOSTNAME,
+    ROLE_LABEL,
+    Case,
+    Copy,
+    available_dimensions,
+    generate,
+    pod_name,
+    render_node,
+    render_pod,
+)
+from tests.integration.scheduler_support import SCHEDULER_NAME, LoadlineScheduler, running_scheduler, scheduler_config
+
+pytestmark = pytest.mark.integration
+
+Obj = dict[str, Any]
+KUBE = "default-scheduler"
+WORKERS = 6  # parallel API requests while a batch is created (the API server does the work; 2 cores)
+DECIDE_TIMEOUT = 90.0  # seconds for both schedulers to decide every new pod of a batch
+SETTLE_SECONDS = 1.5  # nominations and evictions unchanged this long: preemption has played out
+# kube-scheduler's DynamicResources PostFilter (DRA, on by default) words every failed preemption with this
+# first; Loadline runs no DRA (it refuses pods with resource claims): docs/scheduling-differences.md.
+DRA_POSTFILTER = "no new claims to deallocate, "
+# After a successful preemption kube-scheduler's note ends with the filters' reasons; Loadline's goes on to say
+# whom it evicts where (scheduler_plugin/plugins/defaultpreemption/plugin.py, docs/scheduling-differences.md).
+LOADLINE_NOMINATION = re.compile(r" preemption: nominated node \S+, evicting .*$")
+
+
+# --------------------------------------------------------------------------- a keep-alive client per thread
+class Client:
+    """JSON over one keep-alive HTTPS connection per thread (urllib would handshake TLS per request)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        url = urllib.parse.urlsplit(plane.server)
+        self.host, self.port = url.hostname or "127.0.0.1", url.port or 443
+        self.token = plane.token
+        self.context = ssl.create_default_context(cafile=str(plane.pki.ca_cert))
+        self.local = threading.local()
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Obj]:
+        for attempt in range(3):
+            conn = getattr(self.local, "conn", None)
+            if conn is None:
+                conn = self.local.conn = http.client.HTTPSConnection(self.host, self.port, context=self.context,
+                                                                     timeout=60)
+            try:
+                data = None if body is None else json.dumps(body).encode()
+                headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+                if data is not None:
+                    headers["Content-Type"] = "application/json"
+                conn.request(method, path, body=data, headers=headers)
+                response = conn.getresponse()
+                text = response.read()
+                return response.status, (json.loads(text) if text else {})
+            except (http.client.HTTPException, OSError):
+                conn.close()
+                self.local.conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def ok(self, method: str, path: str, body: Any = None) -> Obj:
+        status, obj = self.request(method, path, body)
+        if status >= 300:
+            raise AssertionError(f"{method} {path}: {status} {obj}")
+        return obj
+
+    def create_all(self, items: Sequence[tuple[str, Obj]]) -> None:
+        with ThreadPoolExecutor(WORKERS) as pool:
+            for _ in pool.map(lambda item: self.ok("POST", item[0], item[1]), items):
+                pass
+
+
+# --------------------------------------------------------------------------- what each scheduler did
+@dataclass
+class Outcome:
+    node: int | None = None  # index of the case's node the new pod is bound to (by now)
+    message: str | None = None  # the note of its first FailedScheduling event; None: placed at the first attempt
+    nominated: int | None = None  # where preemption made room (the victims' Preempted events, else the status)
+    victims: list[str] = field(default_factory=list)
+    tied: int | None = None  # Loadline only: nodes sharing the best total
+
+    def brief(self) -> str:
+        return (f"node={self.node} nominated={self.nominated} victims={self.victims} tied={self.tied}\n"
+                f"      message={self.message}")
+
+
+@dataclass
+class Tally:
+    cases: int = 0
+    bound: int = 0
+    unschedulable: int = 0
+    preempted: int = 0
+    placement_checked: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+
+def _node_index(name: str) -> int | None:
+    return int(name.rsplit("-", 1)[1]) if name else None
+
+
+def _first_events(client: Client, namespace: str, reason: str) -> dict[str, str]:
+    """pod name -> the note of its earliest event of `reason`."""
+    selector = urllib.parse.quote(f"reason={reason}")
+    events = client.ok("GET", f"/api/v1/namespaces/{namespace}/events?fieldSelector={selector}")["items"]
+    first: dict[str, tuple[str, str]] = {}
+    for event in events:
+        name = event["involvedObject"]["name"]
+        when = event.get("eventTime") or event.get("firstTimestamp") or event["metadata"]["creationTimestamp"]
+        if name not in first or when < first[name][0]:
+            first[name] = (when, event.get("message") or "")
+    return {name: note for name, (_, note) in first.items()}
+
+
+def _decided(pod: Obj) -> bool:
+    if pod["spec"].get("nodeName"):
+        return True
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+               for c in pod.get("status", {}).get("conditions") or [])
+
+
+def _pods(client: Client, namespace: str, batch: int, role: str) -> list[Obj]:
+    selector = urllib.parse.quote(f"{BATCH_LABEL}={batch},{ROLE_LABEL}={role}")
+    return list(client.ok("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector={selector}")["items"])
+
+
+def _state(client: Client, copies: Sequence[Copy], batch: int) -> Obj:
+    """Everything the comparison reads, per copy tag: incoming pods by name, existing pods by name."""
+    return {copy.tag: {"incoming": {p["metadata"]["name"]: p for p in _pods(client, copy.namespace, batch, "incoming")},
+                       "existing": {p["metadata"]["name"]: p for p in _pods(client, copy.namespace, batch, "existing")}}
+            for copy in copies}
+
+
+def _fingerprint(state: Obj) -> Any:
+    return {tag: ({n: (p["spec"].get("nodeName"), p.get("status", {}).get("nominatedNodeName"), _decided(p))
+                   for n, p in s["incoming"].items()},
+                  sorted(n for n, p in s["existing"].items() if p["metadata"].get("deletionTimestamp")))
+            for tag, s in state.items()}
+
+
+def _wait_for_decisions(client: Client, copies: Sequence[Copy], batch: int, expected: int) -> Obj:
+    deadline = time.monotonic() + DECIDE_TIMEOUT
+    state = _state(client, copies, batch)
+    while time.monotonic() < deadline:
+        undecided = sum(not _decided(p) for s in state.values() for p in s["incoming"].values())
+        if undecided == 0 and all(len(s["incoming"]) == expected for s in state.values()):
+            break
+        time.sleep(0.5)
+        state = _state(client, copies, batch)
+    # Preemption goes on after the decision (nomination, evictions): wait until nothing moves.
+    stable_since = time.monotonic()
+    last = _fingerprint(state)
+    while time.monotonic() < deadline and time.monotonic() - stable_since < SETTLE_SECONDS:
+        time.sleep(0.5)
+        state = _state(client, copies, batch)
+        current = _fingerprint(state)
+        if current != last:
+            last, stable_since = current, time.monotonic()
+    return state
+
+
+def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case], copies: Sequence[Copy],
+              state: Obj) -> dict[str, dict[int, Outcome]]:
+    out: dict[str, dict[int, Outcome]] = {}
+    for copy in copies:
+        notes: dict[str, str] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # events are written after the condition
+            notes = _first_events(client, copy.namespace, "FailedScheduling")
+            missing = [n for n, p in state[copy.tag]["incoming"].items()
+                       if not p["spec"].get("nodeName") and n not in notes]
+            if not missing:
+                break
+            time.sleep(0.5)
+        # Where preemption made room: the node its victims' Preempted events name ("... on node <name>"), as
+        # the preemptor's nominatedNodeName is gone once it is bound.
+        victims_now = {n for n, p in state[copy.tag]["existing"].items() if p["metadata"].get("deletionTimestamp")}
+        preempted = _first_events(client, copy.namespace, "Preempted")
+        while time.monotonic() < deadline and not victims_now <= preempted.keys():
+            time.sleep(0.5)
+            preempted = _first_events(client, copy.namespace, "Preempted")
+        per_case: dict[int, Outcome] = {}
+        for case in cases:
+            name = pod_name(case, case.incoming, copy)
+            pod = state[copy.tag]["incoming"].get(name)
+            outcome = Outcome()
+            if pod is None or not _decided(pod):
+                outcome.message = "(undecided)"
+            else:
+                outcome.node = _node_index(pod["spec"].get("nodeName") or "")
+                outcome.nominated = _node_index(pod.get("status", {}).get("nominatedNodeName") or "")
+                outcome.message = notes.get(name)
+                if outcome.message is not None and copy.scheduler == KUBE:
+                    outcome.message = outcome.message.replace(f". {DRA_POSTFILTER}", ". ", 1)
+                elif outcome.message is not None:
+                    outcome.message = LOADLINE_NOMINATION.sub("", outcome.message)
+            victims = []
+            made_room_on = set()
+            for existing in case.existing:
+                victim = pod_name(case, existing, copy)
+                obj = state[copy.tag]["existing"].get(victim)
+                if obj is None or obj["metadata"].get("deletionTimestamp"):
+                    victims.append(existing.name)
+                if victim in preempted:
+                    made_room_on.add(preempted[victim].rsplit(" ", 1)[-1])
+            outcome.victims = sorted(victims)
+            if made_room_on:
+                outcome.nominated = _node_index(made_room_on.pop()) if len(made_room_on) == 1 else -1
+            if copy.scheduler == SCHEDULER_NAME and outcome.node is not None:
+                status, doc = scheduler.get_json(f"/explain/{copy.namespace}/{name}")
+                if status == 200 and doc.get("attempt"):
+                    outcome.tied = doc["attempt"].get("tiedNodes")
+            per_case[case.index] = outcome
+        out[copy.tag] = per_case
+    return out
+
+
+def _reasons(message: str | None) -> Obj:
+    """The message taken apart (for the report): N, reason -> count, and the same for preemption."""
+    if not message:
+        return {}
+    head, _, post = message.partition(" preemption: ")
+    parts: Obj = {}
+    for label, text in (("filter", head), ("preemption", post)):
+        match = re.match(r"0/(\d+) nodes are available: (.*)", text)
+        if match:
+            parts[label] = {"nodes": int(match.group(1)),
+                            "reasons": dict((r, int(n)) for n, r in re.findall(r"(\d+) ([^,]+?)(?=, \d+ |\.$|$)",
+                                                                                  match.group(2)))}
+    return parts
+
+
+def _compare(case: Case, kube: Outcome, ours: Outcome, tally: Tally) -> None:
+    """The first attempt's verdict and message, the preemption, and the node where Loadline's best was unique.
+    What happens after a preemption depends on when each retries while the victims terminate (here they never
+    finish: no kubelet), so a preemptor bound by one and still waiting in the other agrees if both made room
+    on the same node by the same victims."""
+    tally.cases += 1
+    problems = []
+    if (kube.message is None) != (ours.message is None):
+        problems.append("schedulable or not (first attempt)")
+    elif kube.message is not None and kube.message != ours.message:
+        problems.append(f"message: kube {_reasons(kube.message)} vs loadline {_reasons(ours.message)}")
+    if (kube.nominated, kube.victims) != (ours.nominated, ours.victims):
+        problems.append("preemption (nominated node, victims)")
+    preempted = bool(kube.victims or ours.victims)
+    if kube.message is None and ours.message is None and not preempted:
+        if kube.node is None or ours.node is None:
+            problems.append("bound at the first attempt, then not")
+        elif ours.tied == 1:
+            tally.placement_checked += 1
+            if kube.node != ours.node:
+                problems.append("node (Loadline's best total was unique)")
+    if preempted:
+        tally.preempted += 1
+    elif kube.message is None:
+        tally.bound += 1
+    else:
+        tally.unschedulable += 1
+    if problems:
+        tally.disagreements.append(
+            f"{'; '.join(problems)}\n  kube-scheduler: {kube.brief()}\n  loadline:       {ours.brief()}\n"
+            f"{case.describe()}")
+
+
+# --------------------------------------------------------------------------- batches
+def _run_batch(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case], batch: int, tally: Tally) -> None:
+    copies = [Copy("k", "diff-k", KUBE, batch), Copy("l", "diff-l", SCHEDULER_NAME, batch)]
+    marks = [("start", time.monotonic())]
+    nodes = [("/api/v1/nodes", render_node(case, i, copy)) for case in cases for copy in copies
+             for i in range(len(case.nodes))]
+    client.create_all(nodes)
+    marks.append(("nodes", time.monotonic()))
+    existing = [(f"/api/v1/namespaces/{copy.namespace}/pods", render_pod(case, pod, copy))
+                for case in cases for copy in copies for pod in case.existing]
+    client.create_all(existing)
+    marks.append(("existing", time.monotonic()))
+    # The barrier: a node created after all others, a pod per scheduler pinned to it, created after all pods.
+    sentinel = f"b{batch}-sentinel"
+    client.ok("POST", "/api/v1/nodes", {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": sentinel, "labels": {HOSTNAME: sentinel, BATCH_LABEL: str(batch)}},
+        "status": {"allocatable": {"cpu": "4", "memory": "4Gi", "pods": "10"},
+                   "capacity": {"cpu": "4", "memory": "4Gi", "pods": "10"}}})
+    for copy in copies:
+        client.ok("POST", f"/api/v1/namespaces/{copy.namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"b{batch}-sentinel", "labels": {BATCH_LABEL: str(batch), ROLE_LABEL: "sentinel"}},
+            "spec": {"schedulerName": copy.scheduler, "nodeSelector": {HOSTNAME: sentinel},
+                     "containers": [{"name": "c", "image": "sentinel:1"}]}})
+    deadline = time.monotonic() + 60
+    while not all(p["spec"].get("nodeName") for copy in copies for p in _pods(client, copy.namespace, batch, "sentinel")):
+        assert time.monotonic() < deadline, f"batch {batch}: the sentinel pods were not bound within 60s"
+        time.sleep(0.2)
+    marks.append(("barrier", time.monotonic()))
+    incoming = [(f"/api/v1/namespaces/{copy.namespace}/pods", render_pod(case, case.incoming, copy))
+                for case in cases for copy in copies]
+    client.create_all(incoming)
+    marks.append(("incoming", time.monotonic()))
+    state = _wait_for_decisions(client, copies, batch, len(cases))
+    marks.append(("decided", time.monotonic()))
+    outcomes = _outcomes(client, scheduler, cases, copies, state)
+    marks.append(("read", time.monotonic()))
+    for case in cases:
+        _compare(case, outcomes["k"][case.index], outcomes["l"][case.index], tally)
+    _delete_batch(client, copies, batch)
+    marks.append(("deleted", time.monotonic()))
+    print("[differential]   " + ", ".join(f"{name} {t - prev:.1f}s" for (_, prev), (name, t) in itertools.pairwise(marks)))
+
+
+def _delete_batch(client: Client, copies: Sequence[Copy], batch: int) -> None:
+    selector = urllib.parse.quote(f"{BATCH_LABEL}={batch}")
+    now = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+    for copy in copies:
+        client.ok("DELETE", f"/api/v1/namespaces/{copy.namespace}/pods?labelSelector={selector}", now)
+    client.ok("DELETE", f"/api/v1/nodes?labelSelector={selector}", now)
+
+
+# --------------------------------------------------------------------------- fixtures and the test
+@pytest.fixture(scope="module")
+def diff_plane() -> Iterator[ControlPlane]:
+    """A control plane of this module's own: the messages count every node, so no other test's may come or go."""
+    plane = ControlPlane.start()
+    try:
+        client = Client(plane)
+        classes = [("/apis/scheduling.k8s.io/v1/priorityclasses",
+                    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                     "metadata": {"name": f"diff-{value}{suffix}"}, "value": value,
+                     **({"preemptionPolicy": "Never"} if suffix else {})})
+                   for value in CLASSES for suffix in ("", "-never")]
+        client.create_all(classes)
+        for tag in ("k", "l"):
+            client.ok("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                     "metadata": {"name": f"diff-{tag}"}})
+        yield plane
+    finally:
+        plane.stop()
+
+
+def _settings() -> tuple[int, int, int, tuple[str, ...]]:
+    cases = int(os.environ.get("LOADLINE_DIFF_CASES", "300"))
+    seed_text = os.environ.get("LOADLINE_DIFF_SEED", "26")
+    seed = random.SystemRandom().randrange(2**31) if seed_text == "random" else int(seed_text)
+    batch = int(os.environ.get("LOADLINE_DIFF_BATCH", "100"))
+    wanted = os.environ.get("LOADLINE_DIFF_DIMENSIONS")
+    dimensions = tuple(d for d in wanted.split(",") if d) if wanted else available_dimensions(IN_TREE_REGISTRY)
+    return cases, seed, batch, dimensions
+
+
+def test_loadline_decides_like_kube_scheduler(diff_plane: ControlPlane) -> None:
+    count, seed, batch_size, dimensions = _settings()
+    print(f"\n[differential] {count} cases, seed {seed}, batches of {batch_size}, dimensions {','.join(dimensions)}")
+    cases = generate(seed, count, dimensions)
+    client = Client(diff_plane)
+    kube = diff_plane.start_kube_scheduler([{"schedulerName": KUBE}], name="kube-scheduler-diff")
+    tally = Tally()
+    started = time.monotonic()
+    try:
+        with running_scheduler(diff_plane, scheduler_config()) as scheduler:
+            for b, first in enumerate(range(0, len(cases), batch_size)):
+                chunk = cases[first:first + batch_size]
+                batch_started = time.monotonic()
+                _run_batch(client, scheduler, chunk, b, tally)
+                print(f"[differential] batch {b}: {len(chunk)} cases in {time.monotonic() - batch_started:.1f}s, "
+                      f"{len(tally.disagreements)} disagreements so far")
+    except BaseException:
+        print(diff_plane.log_report(60))
+        raise
+    finally:
+        diff_plane.stop_component(kube)
+    elapsed = time.monotonic() - started
+    print(f"[differential] {tally.cases} cases in {elapsed:.0f}s: both bound {tally.bound} (same node checked where "
+          f"Loadline's best was unique: {tally.placement_checked}), both unschedulable {tally.unschedulable}, "
+          f"preemption {tally.preempted}; {len(tally.disagreements)} disagreements")
+    for text in tally.disagreements[:20]:
+        print("[differential] DISAGREEMENT " + text)
+    assert tally.cases == count
+    assert tally.bound and tally.unschedulable, "the cases exercise both outcomes"
+    assert not tally.disagreements, f"{len(tally.disagreements)} of {count} cases disagree (seed {seed}); see above"
