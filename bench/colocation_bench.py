@@ -515,6 +515,31 @@ def table(rows: list[Figures], command: str, context: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def intervals(run: dict[str, Any], warmup: float) -> str:
+    """Per P99_BUCKET seconds of one configuration's measurement: the service's latency beside where the node's CPU
+    went (the burners, the service, the host's work outside the pods), to tell what a latency rise coincides with."""
+    lines = [f"({run['config']}) {run['name']}, per {P99_BUCKET:.0f} s",
+             "| from | LS p50 / p99 / max | host CPU | host outside pods | service | burners |",
+             "| --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    samples = run["samples"]
+    start = warmup
+    while start < samples[-1]["t"]:
+        inside = [s for s in samples if start <= s["t"] < start + P99_BUCKET]
+        ok = np.array([v for d, v in run["latencies"] if start <= d < start + P99_BUCKET and v >= 0]) * 1000
+        if len(inside) > 1 and ok.size:
+            a, b = inside[0], inside[-1]
+            span = b["t"] - a["t"]
+            busy = b["host_busy"] - a["host_busy"]
+            total = busy + b["host_idle"] - a["host_idle"]
+            pods = (b["pods_cpu"] - a["pods_cpu"]) / span
+            p50, p99 = np.percentile(ok, [50, 99])
+            lines.append(f"| {start:.0f} s | {p50:.2f} / {p99:.2f} / {ok.max():.2f} ms | {busy / total:.1%} | "
+                         f"{busy / span - pods:.2f} cores | {(b['ls_cpu'] - a['ls_cpu']) / span:.3f} cores | "
+                         f"{(b['batch_cpu'] - a['batch_cpu']) / span:.3f} cores |")  # fmt: skip
+        start += P99_BUCKET
+    return "\n".join(lines) + "\n"
+
+
 def p99_series(run: dict[str, Any]) -> list[tuple[float, float]]:
     by_bucket: dict[int, list[float]] = {}
     for due, latency in run["latencies"]:
@@ -615,6 +640,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--configs", default="1,2,3,4", help="which configurations, in order")
     parser.add_argument("--out", type=Path, default=RESULTS / "colocation", help="results prefix (.txt .json .svg)")
     parser.add_argument("--replot", type=Path, help="redraw the table and plot from a saved .json; no run")
+    parser.add_argument("--intervals", type=int, metavar="CONFIG",
+                        help="with --replot: also print configuration CONFIG's measurement per 10 s (latency, and the "
+                        "CPU of the host outside the pods, of the service and of the burners)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         args.configs = [int(c) for c in str(args.configs).split(",")]
@@ -630,6 +658,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replot:
         data = json.loads(args.replot.read_text())
         print(report(data, args.replot.with_suffix("")), end="")
+        for run in data["runs"] if args.intervals else []:
+            if run["config"] == args.intervals:
+                print("\n" + intervals(run, data["warmup"]), end="")
         return 0
     if not (CGROUP / "cpuacct" / "cpuacct.usage").exists():
         print("the real-node harness needs cgroup v1 controllers under /sys/fs/cgroup", file=sys.stderr)
@@ -675,4 +706,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
