@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from agent.collectors.cgroups import PsiScope
+from agent.qos.batch_resource import IsolationMode
 from common.api.nodemetric import NodeMemoryCollectPolicy
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
@@ -59,6 +60,13 @@ def _list(value: Any) -> Any:
 def _bytes(value: Any) -> Any:
     if isinstance(value, str):
         return Quantity.parse(value.strip()).value()
+    return value
+
+
+def _on_off(value: Any) -> Any:
+    """true/false (YAML's on/off, or a flag's) for a mode that is on or off."""
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):
+        return "on" if str(value).lower() == "true" else "off"
     return value
 
 
@@ -123,7 +131,15 @@ class AgentSettings(BaseModel):
     # --- publishing
     publish: bool = Field(True, description="write the NodeMetric status (off: sample and export only)")
     qos_enforcement: bool = Field(
-        True, description="act on the node's NodeSLO (BE CPU suppress, BE memory evict) when it enables them"
+        True,
+        description="act on the node's NodeSLO (BE CPU suppress, BE memory evict) when it enables them, and hold "
+        "batch pods to their batch resources (--batch-isolation); off: measure only",
+    )
+    batch_isolation: Annotated[IsolationMode, BeforeValidator(_on_off)] = Field(
+        IsolationMode.ON,
+        description="with --qos-enforcement, set each batch pod's cgroups (cpu.shares, CFS quota, memory limit) from "
+        "its kubernetes.io/batch-cpu and batch-memory: on, dry-run (log and count what would be set, write nothing) "
+        "or off",
     )
     create_nodemetric: bool = Field(
         True, description="create the NodeMetric if missing (off when Koordinator's manager creates them)"

@@ -124,7 +124,8 @@ class NodeAgent:
             from agent.qos.enforcer import QoSEnforcer
             from agent.qos.usage import usage_from_sampler
 
-            # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
+            # BE suppress and evict: off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable;
+            # batch isolation: on from the start (s.batch_isolation).
             self.qos = QoSEnforcer(
                 self.node_name,
                 http,
@@ -134,6 +135,7 @@ class NodeAgent:
                 sys_root=s.sys_root,
                 interval_seconds=s.collect_interval_seconds,
                 pods=lambda: self.podwatch.index.objects(self.node_name),
+                batch_isolation=s.batch_isolation,
             )
         log.info(
             "%s for node %s: collect every %gs, %s, collectors %s, cgroup files read %s",
