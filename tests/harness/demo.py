@@ -175,7 +175,7 @@ def start_simulated_agent(plane: ControlPlane) -> Component:
     simulated = Component(
         "loadline-agent-simulate",
         [sys.executable, "-m", "common.cli", "agent", "--simulate", f"--kubeconfig={plane.kubeconfig}",
-         f"--metrics-port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
+         f"--port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
          "--aggregate-duration-seconds=30", "--follow-nodemetric-spec=false", "--simulate-burstiness=0.05"],
         plane.root / "logs" / "loadline-agent-simulate.log",
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
@@ -298,7 +298,7 @@ class Demo:
                                                  "metricAggregateDurationSeconds": 30}),
                 "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": True}}),
             }},
-            "agent": {"metricsPort": free_port(), "args": ["--report-interval-seconds=5",
+            "agent": {"port": free_port(), "args": ["--report-interval-seconds=5",
                                                          "--aggregate-duration-seconds=30"]},
             "descheduler": {"lowNodeLoad": DESCHEDULER},
         }  # fmt: skip

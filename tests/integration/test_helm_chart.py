@@ -77,6 +77,31 @@ def test_every_flag_in_the_chart_is_one_the_component_accepts(cluster: ControlPl
             assert flag in help_text, f"{workload['metadata']['name']}: {flag} is not a flag of loadline {container['command'][1]}"
 
 
+def test_every_http_port_is_port_and_the_old_metrics_port_value_still_sets_it(cluster: ControlPlane) -> None:
+    def ports(*values: str) -> dict[str, tuple[list[str], int]]:
+        found = {}
+        for d in rendered(cluster, *values):
+            if d["kind"] in ("DaemonSet", "Deployment"):
+                container = d["spec"]["template"]["spec"]["containers"][0]
+                found[d["metadata"]["name"]] = ([a for a in container["args"] if a.startswith("--port=")],
+                                                container["ports"][0]["containerPort"])  # fmt: skip
+        return found
+
+    assert ports()["loadline-agent"] == (["--port=9321"], 9321)
+    assert ports()["loadline-manager"] == (["--port=8080"], 8080)
+    old = ports("--set", "agent.metricsPort=9400", "--set", "manager.metricsPort=9401")
+    assert old["loadline-agent"] == (["--port=9400"], 9400)
+    assert old["loadline-manager"] == (["--port=9401"], 9401)
+    services = {d["metadata"]["name"]: d["spec"]["ports"][0]["port"] for d in rendered(
+        cluster, "--set", "agent.metricsPort=9400") if d["kind"] == "Service"}  # fmt: skip
+    assert services["loadline-agent"] == 9400
+    notes = helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system", "--dry-run=client",
+                 "--set", "agent.metricsPort=9400").stdout  # fmt: skip
+    assert "WARNING: agent.metricsPort is deprecated; set agent.port" in notes
+    assert "metricsPort" not in helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system",
+                                     "--dry-run=client").stdout  # fmt: skip
+
+
 def test_chart_configs_are_accepted_by_the_components(cluster: ControlPlane) -> None:
     from manager.nodeslo.config import SLOControllerConfig, parse_slo_controller_config
     from scheduler_plugin.descheduler.args import LowNodeLoadArgs

@@ -258,7 +258,7 @@ def start_loadline_manager(plane: ControlPlane, namespace: str, name: str = "loa
         name,
         [
             sys.executable, "-m", "manager", f"--kubeconfig={plane.kubeconfig}", f"--namespace={namespace}",
-            "--config-map=slo-controller-config", "--bind-address=127.0.0.1", f"--metrics-port={port}",
+            "--config-map=slo-controller-config", "--bind-address=127.0.0.1", f"--port={port}",
         ],
         plane.root / "logs" / f"{name}.log",
         env={**os.environ, "POD_NAME": name, "PYTHONPATH": str(REPO_ROOT)},
@@ -385,7 +385,7 @@ def test_koord_managers_nodemetrics_and_nodeslos_are_read_by_loadline_without_a_
 
         agent_port = free_port()
         agent = run_agent_simulation(plane, suite, tmp_path / "agent.log",
-                                     f"--metrics-port={agent_port}", "--metrics-address=127.0.0.1")  # fmt: skip
+                                     f"--port={agent_port}", "--bind-address=127.0.0.1")  # fmt: skip
         wait_for("the agent's status in koord-manager's NodeMetrics",
                  lambda: all(node_cpu_usage(plane, n) >= 0 for n in nodes), 90)  # fmt: skip
         with running_scheduler(plane) as scheduler:
