@@ -77,6 +77,21 @@ def test_every_flag_in_the_chart_is_one_the_component_accepts(cluster: ControlPl
             assert flag in help_text, f"{workload['metadata']['name']}: {flag} is not a flag of loadline {container['command'][1]}"
 
 
+def test_helm_template_needs_no_kube_version_and_a_cluster_without_the_policy_api_is_told(
+    cluster: ControlPlane,
+) -> None:
+    # helm's offline default (v1.20.0 for a helm built by `go install`, as this one is) renders the chart
+    offline = helm(cluster, "template", "loadline", str(CHART), "-n", "loadline-system").stdout
+    assert "kind: ValidatingAdmissionPolicy" in offline and "kind: DaemonSet" in offline
+    # a cluster's discovery lists kinds; one without ValidatingAdmissionPolicy gets the reason and the way out
+    old = helm(cluster, "template", "loadline", str(CHART), "--api-versions", "v1/Pod", check=False)
+    assert old.returncode != 0
+    assert "security.ownNodeAdmissionPolicy needs ValidatingAdmissionPolicy" in old.stderr
+    assert "set security.ownNodeAdmissionPolicy=false" in old.stderr
+    helm(cluster, "template", "loadline", str(CHART), "--api-versions", "v1/Pod",
+         "--set", "security.ownNodeAdmissionPolicy=false")  # fmt: skip
+
+
 def test_every_http_port_is_port_and_the_old_metrics_port_value_still_sets_it(cluster: ControlPlane) -> None:
     def ports(*values: str) -> dict[str, tuple[list[str], int]]:
         found = {}
