@@ -517,7 +517,7 @@ def verdict_scenario(plane: ControlPlane, namespace: str) -> tuple[str, dict[str
         for i, cpu in enumerate(usages):
             name = f"{role}-{i}"
             # koord-descheduler never evicts the pod of a workload expecting one replica (MigrationController's
-            # expectedReplicas check); Loadline has no such check, see the README's Koordinator section
+            # expectedReplicas check); Loadline has no such check, see docs/koordinator.md (disagreements, 4)
             rs = (name, replicaset(plane, namespace, name, replicas=10))
             pods.append(owned_pod(namespace, name, rs, node=nodes[role], cpu=f"{cpu}m", memory="1Gi",
                                   node_selector={SUITE: suite}))  # fmt: skip
@@ -581,7 +581,7 @@ def test_loadline_and_koord_descheduler_reach_the_same_verdicts_on_the_same_node
         assert ours["high"] == len(high) and ours["low"] + ours["both_low"] == len(low), ours
         # the same source nodes, the same number of evictions from each (the pods removed must bring each node
         # under its high threshold); which pod goes first is not compared: koord-descheduler's MigrationController
-        # filter holds back pods that Loadline may pick (see the README's Koordinator section)
+        # filter holds back pods that Loadline may pick (see docs/koordinator.md, disagreements)
         assert Counter(node for _, node in our_evicts) == Counter(node for _, node in koord_evicts) == {
             "hot-a": 1, "hot-b": 1}  # fmt: skip
     finally:
