@@ -29,7 +29,7 @@ from common.api.wire import GoDuration
 from common.config import ConfigError, load_settings
 
 ENV_PREFIX = "LOADLINE_AGENT"
-DEFAULT_METRICS_PORT = 9321
+DEFAULT_PORT = 9321
 # RFC 1123 subdomain: what a Node (and so a NodeMetric) may be called.
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -172,12 +172,16 @@ class AgentSettings(BaseModel):
     )
     prediction_max_pods: int = Field(512, ge=1, le=100000, description="pods with a model at most (~2.9 KiB each)")
 
-    # --- Prometheus and health
+    # --- Prometheus and health: the HTTP server, spelled as every component's (`--bind-address`, `--port`)
     metrics_enabled: bool = Field(True, description="serve /metrics, /healthz, /readyz")
-    metrics_address: str | None = Field(
-        None, description="listen address of the metrics server (unset: 0.0.0.0, standalone 127.0.0.1)"
+    bind_address: str | None = Field(
+        None,
+        description="listen address of /metrics, /healthz, /readyz (unset: 0.0.0.0, standalone 127.0.0.1; "
+        "formerly --metrics-address)",
     )
-    metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=0, le=65535, description="port (0: any free port)")
+    port: int = Field(
+        DEFAULT_PORT, ge=0, le=65535, description="HTTP port of /metrics (formerly --metrics-port); 0: any free port"
+    )
 
     # --- `--once`
     once_seconds: Seconds = Field(10.0, description="how long `--once` samples this machine")
@@ -269,6 +273,11 @@ FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# Settings renamed so that every component spells a meaning the same way: the old flag, YAML key and
+# LOADLINE_AGENT_* variable still work and log that they are deprecated (common/flags.py).
+RENAMED: Mapping[str, str] = {"metrics_port": "port", "metrics_address": "bind_address"}
+
+
 def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
@@ -283,7 +292,9 @@ def load(
     import os
 
     env = os.environ if environ is None else environ
-    settings = load_settings(AgentSettings, file=file, env_prefix=ENV_PREFIX, flags=flags, environ=env)
+    settings = load_settings(
+        AgentSettings, file=file, env_prefix=ENV_PREFIX, flags=flags, environ=env, renamed=RENAMED
+    )
     if settings.node_name is None and env.get("NODE_NAME"):
         try:
             return AgentSettings.model_validate({**settings.model_dump(), "node_name": env["NODE_NAME"]})
@@ -292,4 +303,4 @@ def load(
     return settings
 
 
-__all__ = ["ENV_PREFIX", "FLAG_ALIASES", "AgentSettings", "ConfigError", "flag_name", "load"]
+__all__ = ["ENV_PREFIX", "FLAG_ALIASES", "RENAMED", "AgentSettings", "ConfigError", "flag_name", "load"]

@@ -27,7 +27,7 @@ from typing import Any
 from agent import malloc
 from agent.collectors.files import COMPILED_READER
 from agent.collectors.registry import build_collectors
-from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
+from agent.config import FLAG_ALIASES, RENAMED, AgentSettings, flag_name, load
 from agent.exporter import AgentTimings, Exporter, WindowText, render_self, render_timed
 from agent.loops import SamplingLoop, every, spawn, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
@@ -36,6 +36,7 @@ from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
 from common.config import ConfigError
+from common.flags import add_deprecated_alias
 from common.kube.kubeconfig import KubeConfigError
 
 if typing.TYPE_CHECKING:
@@ -148,8 +149,8 @@ class NodeAgent:
         )
         if s.metrics_enabled:
             self.exporter = Exporter(
-                s.metrics_address or ("127.0.0.1" if self.standalone else "0.0.0.0"),
-                s.metrics_port,
+                s.bind_address or ("127.0.0.1" if self.standalone else "0.0.0.0"),
+                s.port,
                 live=self._self_metrics,
                 health=self._healthy,
                 ready=self._ready,
@@ -281,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
             )
         else:
             parser.add_argument(*flags, dest=name, default=None, metavar=name.upper(), help=help_text)
+    for old, new in RENAMED.items():
+        add_deprecated_alias(parser, flag_name(old), flag_name(new))
     return parser
 
 

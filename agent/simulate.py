@@ -203,8 +203,8 @@ class Simulation:
         self.pod_reflector.add_handler(self.pods.handle)
         if s.metrics_enabled:
             self.exporter = Exporter(
-                s.metrics_address or "0.0.0.0",
-                s.metrics_port,
+                s.bind_address or "0.0.0.0",
+                s.port,
                 live=self._self_metrics,
                 health=self._healthy,
                 ready=self._ready,

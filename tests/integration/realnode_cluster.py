@@ -59,7 +59,7 @@ def chart_values(image: str, agent_port: int, prediction_dir: Path | None = None
             }
         },
         "agent": {
-            "metricsPort": agent_port,
+            "port": agent_port,
             "args": [
                 "--collect-interval-seconds=1",
                 f"--report-interval-seconds={REPORT_INTERVAL:g}",
