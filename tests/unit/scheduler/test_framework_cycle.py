@@ -404,7 +404,9 @@ def test_an_exception_at_any_scheduling_point_is_an_error_naming_plugin_and_poin
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     wire_name = {"pre_filter": "PreFilter", "pre_score": "PreScore"}.get(point, point.capitalize())
     assert result.status.code is Code.ERROR and result.status.plugin == "A"
-    assert result.status.message == f"running {wire_name} plugin A: kaboom"
+    # kube-scheduler's words for each point (pkg/scheduler/framework/runtime/framework.go)
+    where = {"Filter": 'running "A" filter plugin', "Score": 'running Score plugins: plugin "A" failed with'}
+    assert result.status.message == where.get(wire_name, f'running {wire_name} plugin "A"') + ": kaboom"
     assert (wire_name, "A", Code.ERROR) in observed.plugins
     assert snap.records == {}  # nothing stays assumed
     if point in ("reserve", "permit"):
@@ -414,7 +416,7 @@ def test_an_exception_at_any_scheduling_point_is_an_error_naming_plugin_and_poin
 def test_an_error_status_answered_by_a_plugin_names_it() -> None:
     fw, _, _ = make([Recorder("A", [], pre_score=Status.error("metrics backend down"))], points=("preScore",))
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
-    assert result.status.message == "running PreScore plugin A: metrics backend down"
+    assert result.status.message == 'running PreScore plugin "A": metrics backend down'
     assert result.status.plugin == "A"
 
 
@@ -467,4 +469,4 @@ def test_pre_filter_extensions_run_on_the_plugins_that_have_them_and_did_not_ski
     assert log == ["A.RemovePod victim@n1", "A.AddPod victim@n2"]
     fw, snap, _ = make([WithExtensions("A", log, add_pod=Status.error("no room"))], points=("preFilter",))
     status = fw.run_pre_filter_extension_add_pods(CycleState(), me, snap, snap.node_indices()[:1], [victim])
-    assert status.code is Code.ERROR and status.message == "running AddPod plugin A: no room"
+    assert status.code is Code.ERROR and status.message == 'running AddPod on PreFilter plugin "A": no room'

@@ -412,7 +412,8 @@ def test_a_failed_write_fails_prebind_and_reverts_what_was_not_written() -> None
     assert snap.store(PersistentVolumes).get("pv-a").claim_ref is None  # type: ignore[union-attr]
 
 
-def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
+def _prebind_after(change: Any) -> str:
+    """PreBind of a pod whose PV pv-a it wrote, when the watch then delivers `change(written PV)`: its message."""
     api = FakeAPI()
     snap, plugin = local_setup(api)
     state, info = reserve(plugin, snap, with_claims(pod("p"), "pvc-a"), "node-a")
@@ -421,14 +422,28 @@ def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
         task = asyncio.create_task(plugin.pre_bind(state, info, "node-a"))
         await asyncio.sleep(0.05)
         (_, written), = api.writes
-        reset = copy.deepcopy(written)
-        reset["spec"]["claimRef"].pop("uid")
-        reset["metadata"]["resourceVersion"] = "999"
-        snap.store(PersistentVolumes).upsert(reset)
+        changed = copy.deepcopy(written)
+        change(changed)
+        changed["metadata"]["resourceVersion"] = "999"
+        snap.store(PersistentVolumes).upsert(changed)
         status = await asyncio.wait_for(task, 5)
+        assert status.code is Code.ERROR
         return status.message
 
-    assert "ClaimRef got reset for pv 'pv-a'" in asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
+    message = _prebind_after(lambda pv: pv["spec"]["claimRef"].pop("uid"))
+    assert message == 'binding volumes: ClaimRef got reset for pv "pv-a"'
+
+
+def test_prebind_fails_in_kube_schedulers_words_when_the_pv_no_longer_fits_the_node() -> None:
+    """binder.go checkBindings: `binding volumes: pv %q node affinity doesn't match node %q: %w` (the differential
+    test compares the FailedScheduling notes of both schedulers word for word)."""
+    message = _prebind_after(lambda pv: pv["spec"].update(nodeAffinity=node_affinity({HOSTNAME: ["node-b"]})))
+    assert message == ('binding volumes: pv "pv-a" node affinity doesn\'t match node "node-a": '
+                       "no matching NodeSelectorTerms")
 
 
 def test_reserve_marks_a_claim_to_provision_with_the_selected_node() -> None:
