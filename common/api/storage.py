@@ -186,8 +186,9 @@ def parse_persistent_volume(obj: Mapping[str, Any]) -> PersistentVolume:
     csi = (_text(csi_raw, "driver"), _text(csi_raw, "volumeHandle")) if isinstance(csi_raw, Mapping) else None
     affinity = parse_volume_affinity(spec.get("nodeAffinity"), "spec.nodeAffinity")
     in_tree = persistent_volume(spec, labels) if csi is None else None
-    migrated, migration_problem = affinity, None
-    if in_tree is not None and in_tree.plugin.name in MIGRATION_ON and in_tree.plugin.topology_key is not None:
+    migrated, migration_problem = affinity, in_tree.problem if in_tree is not None else None
+    if (in_tree is not None and migration_problem is None and in_tree.plugin.name in MIGRATION_ON
+            and in_tree.plugin.topology_key is not None):  # fmt: skip
         try:
             translated = migrated_node_affinity(spec.get("nodeAffinity"), labels, in_tree.plugin.topology_key)
             migrated = parse_volume_affinity(translated, "spec.nodeAffinity")

@@ -109,6 +109,20 @@ def test_in_tree_pvs_translate_to_their_csi_driver_and_handle(spec: dict[str, ob
     assert inline_volume({"name": "v", "configMap": {}}) is None
 
 
+@pytest.mark.parametrize(("zones", "problem"), [
+    ("z1__z2", "zone in unexpected format, expected: {locale}-{region}-{zone}, got: z1"),
+    ("us-central1-a__us-east1-b", "multiple or no regions gotten from zones, got: map[us-central1:{} us-east1:{}]"),
+])  # fmt: skip
+def test_a_regional_gce_pd_whose_zones_name_no_one_region_cannot_be_translated(zones: str, problem: str) -> None:
+    """csi-translation-lib gceGetRegionFromZones fails on these; kube-scheduler's VolumeBinding then errors on a node
+    that migrated the plugin, and NodeVolumeLimits does not count the volume (found by the differential test)."""
+    found = in_tree_pv({"gcePersistentDisk": {"pdName": "pd"}}, {"topology.kubernetes.io/zone": zones})
+    assert found is not None and found.handle == "" and found.problem == f"failed to get region from zones: {problem}"
+    pv = parse_persistent_volume(persistent_volume("pv", source={"gcePersistentDisk": {"pdName": "pd"}},
+                                                   labels={"topology.kubernetes.io/zone": zones}))  # fmt: skip
+    assert pv.migration_problem == f"failed to get region from zones: {problem}"
+
+
 def test_a_migrated_pvs_zone_moves_to_the_drivers_topology_key() -> None:
     key = "topology.gke.io/zone"
     ga = node_affinity({"topology.kubernetes.io/zone": ["a"], "failure-domain.beta.kubernetes.io/region": ["r"]})

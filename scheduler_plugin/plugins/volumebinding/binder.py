@@ -166,8 +166,11 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
     csi_node = stores.csi_nodes.get(reserved.node)
     migrated = csi_node.migrated_plugins if csi_node is not None else frozenset()
 
-    def fits(pv: PersistentVolume) -> bool:
+    def fits(pv: PersistentVolume, *, static: bool) -> bool:
         plugin = pv.in_tree.plugin.name if pv.in_tree is not None else ""
+        if plugin in migrated and pv.migration_problem is not None:  # (tryTranslatePVToCSI failed)
+            problem = f"could not translate pv: {pv.migration_problem}"
+            raise BindingFailed(f"failed to translate pv to csi: {problem}" if static else problem)
         affinity = pv.affinity_on(plugin in migrated)
         return bool(affinity_mask(snapshot, rows, affinity)[0])
 
@@ -179,7 +182,7 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
             raise BindingFailed(f"failed to check binding: {missing} not found")
         if written.resource_version > pv.resource_version:
             return False  # our write has not come back through the watch yet
-        if not fits(pv):
+        if not fits(pv, static=True):
             raise BindingFailed(_affinity_mismatch(pv.name, reserved.node))
         if pv.claim_ref is None or not pv.claim_ref.uid:
             raise BindingFailed(f'ClaimRef got reset for pv "{pv.name}"')
@@ -198,7 +201,7 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
             pv = pvs.get_api(current.volume_name)
             if pv is None:
                 return False  # not watched yet
-            if not fits(pv):
+            if not fits(pv, static=False):
                 raise BindingFailed(_affinity_mismatch(pv.name, reserved.node))
         if not current.fully_bound:
             return False

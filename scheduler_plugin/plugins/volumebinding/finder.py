@@ -121,7 +121,7 @@ def pv_node_mask(run: _Pass, pv: PersistentVolume, csi_nodes: CSINodes, *, trans
     if not migrated.any():
         return plain
     if pv.migration_problem is not None:
-        raise FilterError(f"could not translate pv {pv.name!r} to CSI: {pv.migration_problem}")
+        raise FilterError(f"could not translate pv: {pv.migration_problem}")  # (binder.go tryTranslatePVToCSI)
     return np.where(migrated, run.masks.of(pv.migrated_affinity), plain)
 
 

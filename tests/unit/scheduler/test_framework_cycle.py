@@ -214,6 +214,21 @@ def test_prefilter_rejection_message_and_postfilter_message() -> None:
     assert snap.records == {}
 
 
+def test_an_error_of_postfilter_is_said_in_the_fit_error_and_the_pod_stays_unschedulable() -> None:
+    """kube-scheduler's schedulingCycle: RunPostFilterPlugins' Error (e.g. a Filter failing in preemption's
+    simulation) is logged and becomes the FitError's PostFilter message, in the plugin's own words; the pod is
+    Unschedulable, not failed (found by the differential test: an in-tree PV that cannot be translated)."""
+    log: list[str] = []
+    fw, _, _ = make([
+        Recorder("A", log, filter=lambda snap, rows: FilterResult.reject_all(rows.size, "nope")),
+        Recorder("B", log, post_filter=Status.error("preemption: the simulation failed")),
+    ], nodes=2, points=("filter", "postFilter"))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert result.status.code is Code.UNSCHEDULABLE
+    assert result.status.message == "0/2 nodes are available: 2 nope. preemption: the simulation failed"
+    assert not result.nominated_node_name
+
+
 def test_prefilter_result_narrows_candidates_and_counts_absent_nodes() -> None:
     log: list[str] = []
     rows_seen: list[list[int]] = []

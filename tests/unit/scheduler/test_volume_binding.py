@@ -316,6 +316,28 @@ def test_an_in_tree_pv_is_matched_in_the_csi_topology_where_the_node_migrated_it
     assert rejected == {"csi-only": [NODE_CONFLICT]}
 
 
+def test_a_bound_in_tree_pv_that_cannot_be_translated_is_an_error_where_the_node_migrated_its_plugin() -> None:
+    """binder.go checkBoundClaims → tryTranslatePVToCSI: a regional GCE PD whose zones are not
+    {locale}-{region}-{zone} fails the Filter on a node that migrated gce-pd (kube-scheduler's words); elsewhere its
+    untranslated node affinity is matched. Found by the differential test (preemption ran into it)."""
+    gce = {"gcePersistentDisk": {"pdName": "disk-1"}}
+    pv = persistent_volume("pv-gce", storage_class="wait", source=gce, phase="Bound", labels={"topology.kubernetes.io/zone": "z1__z2"},
+                           claim_ref=("default", "pvc-a", "uid-pvc-default-pvc-a"))  # fmt: skip
+    pvc = claim("pvc-a", storage_class="wait", volume_name="pv-gce", bound=True)
+
+    def filtered(*csi_nodes: Obj) -> tuple[dict[str, list[str]], Any]:
+        snap = volume_snapshot(nodes("a", "b"), pvs=[pv], claims=[pvc], classes=[WAIT], csi_nodes=list(csi_nodes))
+        _, rejected, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-a"))
+        return rejected, result
+
+    rejected, result = filtered(csi_node("a"), csi_node("b", migrated=["kubernetes.io/aws-ebs"]))
+    assert rejected == {} and result is not None and result.status.is_success()
+    _, result = filtered(csi_node("a"), csi_node("b", migrated=["kubernetes.io/gce-pd"]))
+    assert result is not None and result.status.code is Code.ERROR
+    assert result.status.message == ("could not translate pv: failed to get region from zones: zone in unexpected "
+                                     "format, expected: {locale}-{region}-{zone}, got: z1")
+
+
 def test_thousands_of_local_pvs_find_the_one_node_left() -> None:
     count = 2000
     names = [f"n{i}" for i in range(count)]
