@@ -30,7 +30,9 @@ one is deleted, PVs and the other cluster-scoped storage objects included.
 
 Knobs: LOADLINE_DIFF_CASES (default 300; `make fuzz` runs thousands), LOADLINE_DIFF_SEED (an
 integer, or "random"; printed), LOADLINE_DIFF_BATCH (cases per batch), LOADLINE_DIFF_DIMENSIONS
-(comma-separated subset of differential_cases.DIMENSIONS; default: all Loadline implements).
+(comma-separated subset of differential_cases.DIMENSIONS; default: all Loadline implements),
+LOADLINE_DIFF_SKIP (run the cases after the first n of the seed's: to replay one batch of a long
+run). The time limit grows with the number of cases.
 """
 
 from __future__ import annotations
@@ -78,7 +80,9 @@ from tests.integration.differential_volumes import (
 )
 from tests.integration.scheduler_support import SCHEDULER_NAME, LoadlineScheduler, running_scheduler, scheduler_config
 
-pytestmark = pytest.mark.integration
+CASE_SECONDS = 1.0  # the test's time limit grows with LOADLINE_DIFF_CASES (a batch of 100 takes 20-60 s here)
+pytestmark = [pytest.mark.integration,
+              pytest.mark.timeout(300 + CASE_SECONDS * int(os.environ.get("LOADLINE_DIFF_CASES", "300")))]
 
 Obj = dict[str, Any]
 KUBE = "default-scheduler"
@@ -96,6 +100,8 @@ KUBE_PREFILTER_TAIL = ". not found"
 LOADLINE_NO_PREEMPTION = re.compile(
     r" preemption: (0/\d+ nodes are available: \d+ Preemption is not helpful for scheduling\.|"
     r"not eligible due to preemptionPolicy=Never\.)$")
+UNDECIDED = "(undecided)"
+SHOWN = 20  # disagreements printed in full (as their batch ends)
 CLAIMS_TIMEOUT = 60.0  # seconds for the PV controller to bind (or lose) a batch's claims
 
 
@@ -216,7 +222,9 @@ def _provisioning_on(pod: Obj, claims: Obj) -> str | None:
 def _decided(pod: Obj, claims: Obj) -> bool:
     if pod["spec"].get("nodeName") or _provisioning_on(pod, claims):
         return True
-    return any(c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable"
+    # Unschedulable, or failed after a node was chosen (e.g. in PreBind): SchedulerError, retried with backoff
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               and c.get("reason") in ("Unschedulable", "SchedulerError")
                for c in pod.get("status", {}).get("conditions") or [])
 
 
@@ -294,7 +302,7 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
             pod = state[copy.tag]["incoming"].get(name)
             outcome = Outcome()
             if pod is None or not _decided(pod, state[copy.tag]["claims"]):
-                outcome.message = "(undecided)"
+                outcome.message = UNDECIDED
             else:
                 provisioning = None if pod["spec"].get("nodeName") else _provisioning_on(pod, state[copy.tag]["claims"])
                 outcome.provisioning = provisioning is not None
@@ -372,7 +380,9 @@ def _compare(case: Case, kube: Outcome, ours: Outcome, tally: Tally) -> None:
     tally.cases += 1
     problems = []
     kube_message, our_message = _without_prefilter_postfilter(kube.message, ours.message)
-    if (kube.message is None) != (ours.message is None):
+    if UNDECIDED in (kube.message, ours.message):
+        problems.append(f"undecided after {DECIDE_TIMEOUT:.0f}s")
+    elif (kube.message is None) != (ours.message is None):
         problems.append("schedulable or not (first attempt)")
     elif kube_message != our_message:
         problems.append(f"message: kube {_reasons(kube.message)} vs loadline {_reasons(ours.message)}")
@@ -564,20 +574,22 @@ def diff_plane() -> Iterator[ControlPlane]:
         plane.stop()
 
 
-def _settings() -> tuple[int, int, int, tuple[str, ...]]:
+def _settings() -> tuple[int, int, int, int, tuple[str, ...]]:
     cases = int(os.environ.get("LOADLINE_DIFF_CASES", "300"))
+    skip = int(os.environ.get("LOADLINE_DIFF_SKIP", "0"))
     seed_text = os.environ.get("LOADLINE_DIFF_SEED", "26")
     seed = random.SystemRandom().randrange(2**31) if seed_text == "random" else int(seed_text)
     batch = int(os.environ.get("LOADLINE_DIFF_BATCH", "100"))
     wanted = os.environ.get("LOADLINE_DIFF_DIMENSIONS")
     dimensions = tuple(d for d in wanted.split(",") if d) if wanted else available_dimensions(IN_TREE_REGISTRY)
-    return cases, seed, batch, dimensions
+    return cases, skip, seed, batch, dimensions
 
 
 def test_loadline_decides_like_kube_scheduler(diff_plane: ControlPlane) -> None:
-    count, seed, batch_size, dimensions = _settings()
-    print(f"\n[differential] {count} cases, seed {seed}, batches of {batch_size}, dimensions {','.join(dimensions)}")
-    cases = generate(seed, count, dimensions)
+    count, skip, seed, batch_size, dimensions = _settings()
+    print(f"\n[differential] {count} cases{f' after the first {skip}' if skip else ''}, seed {seed}, batches of "
+          f"{batch_size}, dimensions {','.join(dimensions)}")
+    cases = generate(seed, skip + count, dimensions)[skip:]
     client = Client(diff_plane)
     kube = diff_plane.start_kube_scheduler([{"schedulerName": KUBE}], name="kube-scheduler-diff")
     tally = Tally()
@@ -587,9 +599,12 @@ def test_loadline_decides_like_kube_scheduler(diff_plane: ControlPlane) -> None:
             for b, first in enumerate(range(0, len(cases), batch_size)):
                 chunk = cases[first:first + batch_size]
                 batch_started = time.monotonic()
+                before = len(tally.disagreements)
                 _run_batch(client, scheduler, chunk, b, tally)
                 print(f"[differential] batch {b}: {len(chunk)} cases in {time.monotonic() - batch_started:.1f}s, "
                       f"{len(tally.disagreements)} disagreements so far")
+                for text in tally.disagreements[before:][:max(0, SHOWN - before)]:
+                    print("[differential] DISAGREEMENT " + text)
     except BaseException:
         print(diff_plane.log_report(60))
         raise
@@ -602,8 +617,6 @@ def test_loadline_decides_like_kube_scheduler(diff_plane: ControlPlane) -> None:
     if tally.with_storage:
         print(f"[differential] of them with storage: {tally.with_storage} ("
               + ", ".join(f"{kind} {n}" for kind, n in sorted(tally.storage_outcomes.items())) + ")")
-    for text in tally.disagreements[:20]:
-        print("[differential] DISAGREEMENT " + text)
     left = _wait_for_storage_gone(client)
     assert not left, f"storage of the batches left behind: {left[:10]} ({len(left)})"
     assert tally.cases == count
