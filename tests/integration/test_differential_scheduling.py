@@ -422,8 +422,11 @@ def _run_batch(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Cas
     marks = [("start", time.monotonic())]
     # Storage first (classes, capacities, PVs, claims, CSINodes, attachments), and a new pod's ephemeral volume
     # claims that are not its own; claims to be "being deleted" are deleted now (a finalizer holds them).
-    client.create_all([item for case in cases for copy in copies
-                       for item in render_storage(case, copy, labels=storage_labels(case, copy))])
+    storage = [item for case in cases for copy in copies
+               for item in render_storage(case, copy, labels=storage_labels(case, copy))]
+    # PVs before claims: a pre-bound claim the PV controller sees before its PV waits for its periodic resync (15 s)
+    client.create_all([item for item in storage if item[1]["kind"] != "PersistentVolumeClaim"])
+    client.create_all([item for item in storage if item[1]["kind"] == "PersistentVolumeClaim"])
     client.create_all([item for case in cases if not gated(case.incoming) for copy in copies
                        for item in ephemeral_claims(case, case.incoming, copy, render_pod(case, case.incoming, copy),
                                                     labels=storage_labels(case, copy))])
