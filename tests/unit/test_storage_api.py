@@ -9,12 +9,14 @@ from common.api.csimigration import inline_volume, migrated_node_affinity
 from common.api.csimigration import persistent_volume as in_tree_pv
 from common.api.malformed import MalformedObjectError
 from common.api.podvolumes import parse_pod_volumes
+from common.api.scheduling import parse_int64
 from common.api.storage import (
     parse_claim,
     parse_csi_node,
     parse_persistent_volume,
     parse_storage_capacity,
     parse_storage_class,
+    parse_volume_affinity,
 )
 from tests.storage_objects import claim, csi_node, node_affinity, persistent_volume, storage_capacity, storage_class
 
@@ -121,6 +123,18 @@ def test_a_regional_gce_pd_whose_zones_name_no_one_region_cannot_be_translated(z
     pv = parse_persistent_volume(persistent_volume("pv", source={"gcePersistentDisk": {"pdName": "pd"}},
                                                    labels={"topology.kubernetes.io/zone": zones}))  # fmt: skip
     assert pv.migration_problem == f"failed to get region from zones: {problem}"
+
+
+def test_an_integer_is_read_as_go_reads_it() -> None:
+    """strconv.ParseInt(v, 10, 64): a Gt value Python would read but Go would not makes the term unreadable."""
+    assert [parse_int64(v) for v in ("5", "+5", "-5", "007")] == [5, 5, -5, 7]
+    assert [parse_int64(v) for v in ("1_000", " 5", "5.0", "", "9223372036854775808")] == [None] * 5
+    terms = [{"matchExpressions": [{"key": "rank", "operator": "Gt", "values": [v]}]} for v in ("1_000", "3")]
+    affinity = parse_volume_affinity({"required": {"nodeSelectorTerms": terms}}, "spec.nodeAffinity")
+    assert affinity is not None and len(affinity.terms) == 1
+    assert affinity.matches({"rank": "4"}) and not affinity.matches({"rank": "4_0"})
+    assert affinity.errors == ("nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: \"1_000\": "
+                               "for 'Gt', 'Lt' operators, the value must be an integer",)
 
 
 def test_a_migrated_pvs_zone_moves_to_the_drivers_topology_key() -> None:

@@ -134,7 +134,8 @@ def revert(pvs: PersistentVolumes, claims: PersistentVolumeClaims, reserved: Res
 
 async def write_bindings(api: ObjectAPI, stores: Stores, reserved: Reserved) -> None:
     """bindAPIUpdate: PUT the pre-bound PVs, then the claims to provision; each answer replaces what PreBind
-    waits for. A failed write reverts the assumptions not written yet and raises BindingFailed."""
+    waits for. A failed write reverts the assumptions not written yet and raises BindingFailed with the API
+    server's answer, as kube-scheduler does (it names the object)."""
     done_static = done_claims = 0
     try:
         for i, (claim, pv) in enumerate(reserved.static):
@@ -146,11 +147,9 @@ async def write_bindings(api: ObjectAPI, stores: Stores, reserved: Reserved) -> 
             reserved.provisions[i] = parse_claim(await api.replace(path, claim.raw))
             done_claims += 1
     except KubeError as exc:
-        what = (f"PersistentVolume {reserved.static[done_static][1].name}" if done_static < len(reserved.static)
-                else f"PersistentVolumeClaim {reserved.provisions[done_claims].key}")  # fmt: skip
         unwritten = Reserved(reserved.node, reserved.static[done_static:], reserved.provisions[done_claims:])
         revert(stores.pvs, stores.claims, unwritten)
-        raise BindingFailed(f"updating {what}: {exc.message}") from None
+        raise BindingFailed(exc.message) from None
 
 
 def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores: Stores) -> bool:
@@ -183,7 +182,7 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
         if written.resource_version > pv.resource_version:
             return False  # our write has not come back through the watch yet
         if not fits(pv, static=True):
-            raise BindingFailed(_affinity_mismatch(pv.name, reserved.node))
+            raise BindingFailed(_affinity_mismatch(pv, reserved.node, migrated))
         if pv.claim_ref is None or not pv.claim_ref.uid:
             raise BindingFailed(f'ClaimRef got reset for pv "{pv.name}"')
         if not current.fully_bound:
@@ -202,14 +201,17 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
             if pv is None:
                 return False  # not watched yet
             if not fits(pv, static=False):
-                raise BindingFailed(_affinity_mismatch(pv.name, reserved.node))
+                raise BindingFailed(_affinity_mismatch(pv, reserved.node, migrated))
         if not current.fully_bound:
             return False
     return True
 
 
-def _affinity_mismatch(pv: str, node: str) -> str:
-    return f'pv "{pv}" node affinity doesn\'t match node "{node}": no matching NodeSelectorTerms'
+def _affinity_mismatch(pv: PersistentVolume, node: str, migrated: frozenset[str]) -> str:
+    plugin = pv.in_tree.plugin.name if pv.in_tree is not None else ""
+    affinity = pv.affinity_on(plugin in migrated)
+    why = affinity.mismatch() if affinity is not None else "no matching NodeSelectorTerms"
+    return f'pv "{pv.name}" node affinity doesn\'t match node "{node}": {why}'
 
 
 async def wait_for_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores: Stores,

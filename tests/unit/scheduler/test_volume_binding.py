@@ -4,6 +4,7 @@ same statuses and scores), plus Reserve/PreBind/Unreserve over the assume cache 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from typing import Any
 
@@ -430,7 +431,7 @@ def test_a_failed_write_fails_prebind_and_reverts_what_was_not_written() -> None
     state, info = reserve(plugin, snap, with_claims(pod("p"), "pvc-a"), "node-a")
     status = asyncio.run(plugin.pre_bind(state, info, "node-a"))
     assert status.code is Code.ERROR
-    assert status.message == "updating PersistentVolume pv-a: the object has been modified"
+    assert status.message == "the object has been modified"  # (the API server's words name the object)
     assert snap.store(PersistentVolumes).get("pv-a").claim_ref is None  # type: ignore[union-attr]
 
 
@@ -447,7 +448,8 @@ def _prebind_after(change: Any) -> str:
         changed = copy.deepcopy(written)
         change(changed)
         changed["metadata"]["resourceVersion"] = "999"
-        snap.store(PersistentVolumes).upsert(changed)
+        with contextlib.suppress(MalformedObjectError):  # (kept, and reported for the log, when a term is unreadable)
+            snap.store(PersistentVolumes).upsert(changed)
         status = await asyncio.wait_for(task, 5)
         assert status.code is Code.ERROR
         return status.message
@@ -458,6 +460,17 @@ def _prebind_after(change: Any) -> str:
 def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
     message = _prebind_after(lambda pv: pv["spec"]["claimRef"].pop("uid"))
     assert message == 'binding volumes: ClaimRef got reset for pv "pv-a"'
+
+
+def test_prebind_names_the_unreadable_terms_of_a_pv_that_no_longer_fits_as_kube_scheduler_does() -> None:
+    """CheckNodeAffinity's error where no term matches and a term cannot be read: the node selector's own."""
+    unreadable = node_affinity({HOSTNAME: ["node-b"]})
+    unreadable["required"]["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["high"]}]})  # fmt: skip
+    message = _prebind_after(lambda pv: pv["spec"].update(nodeAffinity=unreadable))
+    assert message == ('binding volumes: pv "pv-a" node affinity doesn\'t match node "node-a": nodeSelectorTerms[1]'
+                       ".matchExpressions[0].values[0]: Invalid value: \"high\": for 'Gt', 'Lt' operators, the value "
+                       "must be an integer")
 
 
 def test_prebind_fails_in_kube_schedulers_words_when_the_pv_no_longer_fits_the_node() -> None:
