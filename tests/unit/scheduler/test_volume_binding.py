@@ -339,6 +339,24 @@ def test_a_bound_in_tree_pv_that_cannot_be_translated_is_an_error_where_the_node
                                      "format, expected: {locale}-{region}-{zone}, got: z1")
 
 
+def test_a_pv_that_cannot_be_translated_is_no_error_where_an_earlier_claim_rejected_the_node() -> None:
+    """checkBoundClaims stops at a node's first mismatching claim: the untranslatable PV of a later claim is never
+    looked at there (found by the differential test, seed 524772334, case 1823)."""
+    gce = {"gcePersistentDisk": {"pdName": "disk-1"}}
+    local, local_claim = bound_pair("pv-local", "pvc-local", hostname="a")
+    regional = persistent_volume("pv-gce", storage_class="wait", source=gce, phase="Bound",
+                                 labels={"topology.kubernetes.io/zone": "z1__z2"},
+                                 claim_ref=("default", "pvc-gce", "uid-pvc-default-pvc-gce"))  # fmt: skip
+    snap = volume_snapshot(nodes("a", "b"), pvs=[local, regional], classes=[WAIT],
+                           claims=[local_claim, claim("pvc-gce", storage_class="wait", volume_name="pv-gce", bound=True)],
+                           csi_nodes=[csi_node("b", migrated=["kubernetes.io/gce-pd"])])  # fmt: skip
+    _, rejected, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-local", "pvc-gce"))
+    assert result is not None and result.status.code is not Code.ERROR, result.status.message
+    assert rejected == {"b": [NODE_CONFLICT]}
+    _, _, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-gce", "pvc-local"))
+    assert result is not None and result.status.code is Code.ERROR  # (the other order reaches it on b)
+
+
 def test_thousands_of_local_pvs_find_the_one_node_left() -> None:
     count = 2000
     names = [f"n{i}" for i in range(count)]
