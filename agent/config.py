@@ -137,6 +137,25 @@ class AgentSettings(BaseModel):
     retry_max_seconds: Seconds = Field(10.0, description="longest retry delay (jittered) while the API server fails")
     request_timeout_seconds: Seconds = Field(10.0, description="timeout of one API request")
 
+    # --- peak prediction (Koordinator's peak predictor: prodReclaimableMetric, prodPeakMetric; agent/prediction)
+    prediction: bool = Field(True, description="predict the Prod tier's peaks and publish prodReclaimableMetric")
+    prediction_checkpoint_dir: Path | None = Field(
+        None, description="directory of the models' checkpoint (a hostPath in the chart); unset: none, models restart"
+    )
+    prediction_cold_start_seconds: Seconds = Field(86400.0, description="a pod lends nothing until this old")
+    prediction_safety_margin_percent: int = Field(10, ge=0, le=1000, description="headroom above a predicted peak")
+    prediction_cpu_half_life_seconds: Seconds = Field(43200.0, description="CPU histograms halve old weight this often")
+    prediction_memory_half_life_seconds: Seconds = Field(86400.0, description="memory histograms' half-life")
+    prediction_training_interval_seconds: Seconds = Field(60.0, description="seconds between training steps")
+    prediction_model_expiration_seconds: Seconds = Field(1800.0, description="a model not trained this long is dropped")
+    prediction_checkpoint_interval_seconds: Seconds = Field(600.0, description="seconds between checkpoint writes")
+    prediction_min_history_seconds: SecondsOrZero = Field(
+        3600.0,
+        description="a pod lends nothing until its model has this much history (0: as koordlet, from the first "
+        "training; Loadline's guard for an agent that lost its checkpoint)",
+    )
+    prediction_max_pods: int = Field(512, ge=1, le=100000, description="pods with a model at most (~2.9 KiB each)")
+
     # --- Prometheus and health
     metrics_enabled: bool = Field(True, description="serve /metrics, /healthz, /readyz")
     metrics_address: str | None = Field(

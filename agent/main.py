@@ -108,6 +108,18 @@ class NodeAgent:
 
             self.cache = NodeMetricCache(http, name=self.node_name, max_backoff_seconds=s.retry_max_seconds)
             pipeline.attach_publisher(http, self.cache, s)
+        if s.prediction and http is not None:
+            from agent.prediction.node import NodePrediction, predictor_settings
+            from agent.prediction.predictor import PeakPredictor
+
+            # Peak prediction: prodReclaimableMetric / prodPeakMetric in the NodeMetric (docs/prediction.md).
+            pipeline.prediction = NodePrediction(
+                PeakPredictor(predictor_settings(s)),
+                self.node_name,
+                http,
+                pod_objects=lambda: self.podwatch.index.objects(self.node_name),
+                request_timeout_seconds=s.request_timeout_seconds,
+            )
         if s.qos_enforcement and http is not None:
             from agent.qos.enforcer import QoSEnforcer
             from agent.qos.usage import usage_from_sampler
@@ -153,6 +165,8 @@ class NodeAgent:
             self._spawn(pipeline.publisher.run(), "publisher")
         if self.qos is not None:
             self._spawn(self.qos.run(), "qos enforcement")
+        if pipeline.prediction is not None:
+            self._spawn(pipeline.prediction.run(lambda: pipeline.sampler.ring), "peak prediction")
 
     def _spawn(self, coro: Awaitable[None], name: str) -> None:
         spawn(self.tasks, coro, name)

@@ -24,6 +24,7 @@ from common.version import __version__
 
 if TYPE_CHECKING:
     from agent.config import AgentSettings
+    from agent.prediction.node import NodePrediction
     from agent.publisher import NodeMetricCache, NodeMetricPublisher
     from common.kube.http import KubeHTTP
 
@@ -95,6 +96,7 @@ class NodePipeline:
             min_report_seconds=min_report_seconds,
         )
         self.publisher: NodeMetricPublisher | None = None
+        self.prediction: NodePrediction | None = None  # fills prodReclaimableMetric / prodPeakMetric when set
         self.last_aggregation_seconds = 0.0
         self._raw: tuple[int, bytes] | None = None  # (cycle, rendered raw series) for scrapes within one cycle
         self._on_scrape = [c for c in self.collectors if isinstance(c, ReadsOnScrape)]
@@ -174,7 +176,11 @@ class NodePipeline:
 
     def status_model(self) -> NodeMetricStatus:
         """The NodeMetric status as it would be written now."""
-        return build_status(self.aggregate(), self.pods(), devices=self.reporter.devices())
+        agg = self.aggregate()
+        status = build_status(agg, self.pods(), devices=self.reporter.devices())
+        if self.prediction is not None:
+            self.prediction.fill(status, agg)
+        return status
 
     def status(self) -> dict[str, Any]:
         """`status_model` in wire form (what the publisher writes)."""

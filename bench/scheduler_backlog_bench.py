@@ -1,9 +1,15 @@
-"""A backlog drained by each scheduler, like kube-scheduler's scheduler_perf "SchedulingBasic".
+"""A backlog drained by each scheduler, like kube-scheduler's scheduler_perf "SchedulingBasic" and, with --shapes,
+its pod affinity, anti-affinity, preferred affinity, node affinity, topology spreading and mixed workloads.
 
     .venv/bin/python bench/scheduler_backlog_bench.py [--nodes 1000 5000] [--pods 5000] [--concurrency 32]
                                                       [--schedulers kube-scheduler koord-scheduler loadline] [--seed 7]
+                                                      [--shapes basic pod-anti-affinity ...] [--scale 1]
                                                       [--repeat 1] [--timeout 600] [--logs DIR]
                                                       [--profile-loadline FILE] [--py-spy FILE]
+
+Shapes (bench/scheduler_shapes.py): each labels the nodes as its scheduler_perf workload does, creates the pods
+that workload schedules first already bound (spec.nodeName at creation), then drains its backlog as below; the
+shapes run one after the other on the same nodes, and every figure below is reported per shape.
 
 One control plane (etcd, kube-apiserver, kwok — tests/harness) per node count, with kwok nodes of
 32 cpu / 256Gi (created by this process, 32 requests in flight) and a NodeMetric for each
@@ -67,7 +73,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,7 +85,6 @@ from bench.scheduler_e2e_bench import (
     NODE_MEMORY_GI,
     NODES_PATH,
     PODS_PATH,
-    PodSpec,
     create_pods,
     percentile,
     pod_object,
@@ -88,6 +93,7 @@ from bench.scheduler_e2e_bench import (
     workload,
     write_node_metrics,
 )
+from bench.scheduler_shapes import FLOORS, INIT_NAMESPACE, SHAPES, ZONE, Shape
 from common.api.wire import parse_rfc3339
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector
@@ -186,6 +192,7 @@ class DrainResult:
     nodes: int
     pods: int
     round: int = 1  # 1..--repeat
+    shape: str = "basic"  # bench/scheduler_shapes.py
     bound: int = 0
     start_seconds: float = float("nan")  # process start -> first bound
     drain_seconds: float = float("nan")  # first bound -> last bound
@@ -251,11 +258,12 @@ class PodWatch:
 
 
 async def drain(
-    plane: ControlPlane, http: KubeHTTP, watch: PodWatch, which: SchedulerUnderTest, specs: list[PodSpec], *,
-    metrics: NodeMetricFeed, args: argparse.Namespace, nodes: int, round: int, last: bool,
+    plane: ControlPlane, http: KubeHTTP, watch: PodWatch, which: SchedulerUnderTest,
+    backlog: Callable[[str, str], list[JSON]], *, metrics: NodeMetricFeed, args: argparse.Namespace, nodes: int,
+    round: int, last: bool, shape: str = "basic", prefix: str = "bl",
 ) -> DrainResult:  # fmt: skip
-    # A name prefix per round: a late watch event of the last round's pod cannot count as this round's.
-    objects = [pod_object(s, f"bl-{which.name[:2]}{round}", which.scheduler_name) for s in specs]
+    # A name prefix per shape and round: a late watch event of an earlier drain's pod cannot count as this one's.
+    objects = backlog(f"{prefix}-{which.name[:2]}{round}", which.scheduler_name)
     watch.expect({o["metadata"]["name"] for o in objects})
     # No cyclic collection while this process watches the backlog: a full collection over the watches' stores
     # (tens of thousands of decoded pods and events) stalls its event loop for longer than the API server waits
@@ -268,7 +276,7 @@ async def drain(
     print(f"  {which.name}: backlog of {len(objects)} pods created in {time.time() - created:.1f}s", flush=True)
     await metrics.write()  # fresh, and the next rewrite REFRESH_SECONDS after it: the same offset in every drain
 
-    result = DrainResult(which.name, nodes, len(objects), round)
+    result = DrainResult(which.name, nodes, len(objects), round, shape)
     if which.prepare is not None:
         await asyncio.to_thread(which.prepare, plane)
     api_pid = plane.apiserver.proc.pid if plane.apiserver.proc else None
@@ -320,7 +328,7 @@ async def drain(
         result.events_lag = max(watch.reported.values(), default=times[-1]) - times[-1]
         result.events_written_lag = max(written, default=times[-1]) - times[-1]
     print(
-        f"  {which.name}: {result.bound}/{result.pods} bound, {result.reported} Scheduled events; start "
+        f"  {shape} {which.name}: {result.bound}/{result.pods} bound, {result.reported} Scheduled events; start "
         f"{result.start_seconds:.1f}s, drain {result.drain_seconds:.1f}s ({result.rate:.0f} pods/s), last event "
         f"{result.events_lag:+.1f}s (stored {result.events_written_lag:+.0f}s by the API server's clock); cpu: "
         f"scheduler {result.scheduler_cpu_bound:.1f}s at the last binding, "
@@ -343,7 +351,7 @@ async def scheduled_events_written(http: KubeHTTP, names: set[str]) -> list[floa
     ]
 
 
-async def delete_all_pods(http: KubeHTTP, names: set[str], concurrency: int) -> None:
+async def delete_all_pods(http: KubeHTTP, names: set[str], concurrency: int, *, path: str = PODS_PATH) -> None:
     """Delete the backlog pod by pod (grace period 0), `concurrency` requests in flight, and wait until it is
     gone. Not one DELETE of the collection: the API server deletes a collection with one worker
     (--delete-collection-workers=1), and on the loaded host 5,000 pods took more than 15 minutes that way."""
@@ -353,13 +361,13 @@ async def delete_all_pods(http: KubeHTTP, names: set[str], concurrency: int) -> 
     async def one(name: str) -> None:
         async with sem:
             with contextlib.suppress(KubeError):  # gone already, or a slow answer: the list below tells
-                await http.request("DELETE", f"{PODS_PATH}/{name}", body=options, timeout_seconds=120)
+                await http.request("DELETE", f"{path}/{name}", body=options, timeout_seconds=120)
 
     await asyncio.gather(*(one(n) for n in sorted(names)))
     deadline = time.time() + 900
     while time.time() < deadline:
         with contextlib.suppress(KubeError):
-            if not (await http.get(PODS_PATH, limit=1)).get("items"):
+            if not (await http.get(path, limit=1)).get("items"):
                 return
         await asyncio.sleep(2)
     raise RuntimeError("the backlog was not deleted within 15 minutes")
@@ -444,9 +452,40 @@ async def flush_paused_watches(http: KubeHTTP, node: str, concurrency: int) -> N
     await delete_all_pods(http, {o["metadata"]["name"] for o in objects}, concurrency)
 
 
+async def label_nodes(http: KubeHTTP, names: list[str], zones: Sequence[str], concurrency: int) -> None:
+    """Give the nodes a zone label round robin over `zones` (scheduler_perf's labelNodePrepareStrategy), one merge
+    PATCH per node, `concurrency` in flight."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, name: str) -> None:
+        async with sem:
+            await http.merge_patch(f"{NODES_PATH}/{name}", {"metadata": {"labels": {ZONE: zones[i % len(zones)]}}})
+
+    await asyncio.gather(*(one(i, n) for i, n in enumerate(names)))
+
+
+INIT_PODS_PATH = resource_path("", "v1", "pods", namespace=INIT_NAMESPACE)
+
+
+async def prepare_shape(http: KubeHTTP, shape: Shape, names: list[str], zones: tuple[str, ...],
+                        args: argparse.Namespace) -> tuple[tuple[str, ...], set[str]]:  # fmt: skip
+    """Label the nodes for the shape (when its zones differ from the current ones) and create its bound pods;
+    returns the zones now on the nodes and the names of the bound pods."""
+    started = time.time()
+    if shape.zones and shape.zones != zones:
+        await label_nodes(http, names, shape.zones, args.concurrency)
+        zones = shape.zones
+    init = shape.init_pods(names, args.scale)
+    await create_pods(http, init, args.concurrency, {}, path=INIT_PODS_PATH)
+    print(f"{shape.name} ({shape.scheduler_perf}): nodes labelled {ZONE} in {list(zones) or 'none'}, {len(init)} pods "
+          f"bound beforehand, in {time.time() - started:.0f}s", flush=True)
+    return zones, {o["metadata"]["name"] for o in init}
+
+
 async def run_nodes(plane: ControlPlane, kwok: Component, nodes: int, args: argparse.Namespace) -> list[DrainResult]:
     names = [f"e2e-{i:04d}" for i in range(nodes)]
-    await asyncio.to_thread(plane.kubectl, "create", "namespace", NAMESPACE)
+    for namespace in (NAMESPACE, INIT_NAMESPACE):
+        await asyncio.to_thread(plane.kubectl, "create", "namespace", namespace)
     http = await KubeHTTP.connect(plane.kubeconfig, user_agent="scheduler-backlog-bench")
     started = time.time()
     await create_nodes(http, names, args.concurrency)
@@ -465,18 +504,25 @@ async def run_nodes(plane: ControlPlane, kwok: Component, nodes: int, args: argp
     refresher = asyncio.create_task(metrics.run())
     watch = PodWatch(http)
     watching = asyncio.gather(watch.reflector.run(), watch.events.run())
-    specs = workload(args.pods, args.seed)
     results = []
+    zones: tuple[str, ...] = ()
     try:
         await asyncio.wait_for(asyncio.gather(watch.reflector.synced.wait(), watch.events.synced.wait()), 60)
-        drains = [(r, name) for r in range(1, args.repeat + 1) for name in args.schedulers]
-        for i, (r, name) in enumerate(drains):
-            print(f"{nodes} nodes, round {r}/{args.repeat}: {name} (load average {os.getloadavg()[0]:.1f})", flush=True)
-            last = i == len(drains) - 1
-            results.append(
-                await drain(plane, http, watch, SCHEDULERS[name], specs, metrics=metrics, args=args, nodes=nodes,
-                            round=r, last=last)
-            )  # fmt: skip
+        for k, shape_name in enumerate(args.shapes):
+            shape = SHAPES[shape_name]
+            zones, bound = await prepare_shape(http, shape, names, zones, args)
+            backlog = shape.backlog(nodes, args.scale, args.pods, args.seed)
+            drains = [(r, name) for r in range(1, args.repeat + 1) for name in args.schedulers]
+            for i, (r, name) in enumerate(drains):
+                print(f"{nodes} nodes, {shape.name}, round {r}/{args.repeat}: {name} (load average "
+                      f"{os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+                last = i == len(drains) - 1 and k == len(args.shapes) - 1
+                results.append(
+                    await drain(plane, http, watch, SCHEDULERS[name], backlog, metrics=metrics, args=args, nodes=nodes,
+                                round=r, last=last, shape=shape.name, prefix=f"bl{k}")
+                )  # fmt: skip
+            if k < len(args.shapes) - 1:
+                await delete_all_pods(http, bound, args.concurrency, path=INIT_PODS_PATH)
     finally:
         for task in (refresher, watching):
             task.cancel()
@@ -489,52 +535,55 @@ async def run_nodes(plane: ControlPlane, kwok: Component, nodes: int, args: argp
 def report(results: list[DrainResult]) -> None:
     print()
     print(
-        f"{'nodes':>5} {'round':>5} {'scheduler':<15} {'bound':>11} {'events':>6} {'pods/s':>7} {'start s':>7}"
-        f" {'p50 s':>6} {'p99 s':>6} {'sched cpu-s/1k':>14} {'(at bound)':>10} {'apisrv cpu-s/1k':>15}"
+        f"{'shape':<27} {'nodes':>5} {'round':>5} {'scheduler':<15} {'bound':>11} {'events':>6} {'pods/s':>7}"
+        f" {'start s':>7} {'p50 s':>6} {'p99 s':>6} {'sched cpu-s/1k':>14} {'(at bound)':>10} {'apisrv cpu-s/1k':>15}"
         f" {'apisrv cores':>12}"
     )
     for r in results:
         cores = r.apiserver_cpu / r.wall if r.wall > 0 else float("nan")
         print(
-            f"{r.nodes:>5} {r.round:>5} {r.scheduler:<15} {r.bound:>5}/{r.pods:<5} {r.reported:>6} {r.rate:>7.0f}"
-            f" {r.start_seconds:>7.1f} {percentile(r.waits, 0.5):>6.1f} {percentile(r.waits, 0.99):>6.1f}"
-            f" {r.per_k(r.scheduler_cpu):>14.2f} {r.per_k(r.scheduler_cpu_bound):>10.2f}"
+            f"{r.shape:<27} {r.nodes:>5} {r.round:>5} {r.scheduler:<15} {r.bound:>5}/{r.pods:<5} {r.reported:>6}"
+            f" {r.rate:>7.0f} {r.start_seconds:>7.1f} {percentile(r.waits, 0.5):>6.1f}"
+            f" {percentile(r.waits, 0.99):>6.1f} {r.per_k(r.scheduler_cpu):>14.2f}"
+            f" {r.per_k(r.scheduler_cpu_bound):>10.2f}"
             f" {r.per_k(r.apiserver_cpu):>15.2f} {cores:>12.2f}"
         )
     print()
     print(
-        f"{'nodes':>5} {'scheduler':<15} {'drains':>6}   medians: {'pods/s':>7} {'p50 s':>6} {'p99 s':>6}"
+        f"{'shape':<27} {'nodes':>5} {'scheduler':<15} {'drains':>6}   medians: {'pods/s':>7} {'p50 s':>6} {'p99 s':>6}"
         f" {'sched cpu-s/1k':>14}"
     )
-    summaries = {(s.nodes, s.scheduler): s for s in summarize(results)}
+    summaries = {(s.shape, s.nodes, s.scheduler): s for s in summarize(results)}
     for s in summaries.values():
         print(
-            f"{s.nodes:>5} {s.scheduler:<15} {s.drains:>6} {s.rate:>17.0f} {s.p50:>6.1f} {s.p99:>6.1f}"
+            f"{s.shape:<27} {s.nodes:>5} {s.scheduler:<15} {s.drains:>6} {s.rate:>17.0f} {s.p50:>6.1f} {s.p99:>6.1f}"
             f" {s.cpu_per_k:>14.2f}"
         )
     print()
-    for nodes in sorted({r.nodes for r in results}):
+    for shape, nodes in sorted({(r.shape, r.nodes) for r in results}, key=lambda k: (list(SHAPES).index(k[0]), k[1])):
         for peer in (KUBE, KOORD):
-            if (nodes, peer) not in summaries or (nodes, LOADLINE) not in summaries:
+            if (shape, nodes, peer) not in summaries or (shape, nodes, LOADLINE) not in summaries:
                 continue
-            theirs, ours = summaries[nodes, peer], summaries[nodes, LOADLINE]
+            theirs, ours = summaries[shape, nodes, peer], summaries[shape, nodes, LOADLINE]
             rate = ours.rate / theirs.rate
             cpu = ours.cpu_per_k / theirs.cpu_per_k
             complete = ours.complete and theirs.complete
-            per_round = " ".join(f"{x:.2f}" for x in round_cpu_ratios(results, nodes, peer))
+            per_round = " ".join(f"{x:.2f}" for x in round_cpu_ratios(results, shape, nodes, peer))
+            floor = f"; scheduler_perf floor at 5,000 nodes {FLOORS[shape]} pods/s" if shape in FLOORS else ""
             print(
-                f"{nodes} nodes, loadline/{peer}, ratios of the medians: pods/s {rate:.2f} (target >= 1.0: "
+                f"{shape}, {nodes} nodes, loadline/{peer}, ratios of the medians: pods/s {rate:.2f} (target >= 1.0: "
                 f"{'MET' if rate >= 1 and complete else 'NOT MET'}), CPU per pod {cpu:.2f} (target <= 1.0: "
                 f"{'MET' if cpu <= 1 and complete else 'NOT MET'}){'' if complete else ' (some pods never bound)'}"
-                f"; CPU per pod by round: {per_round}"
+                f"; CPU per pod by round: {per_round}{floor}"
             )
     print(f"({os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f} at the end)")
 
 
 @dataclass(frozen=True)
 class Summary:
-    """One scheduler at one node count: the medians over its drains."""
+    """One scheduler at one node count in one shape: the medians over its drains."""
 
+    shape: str
     nodes: int
     scheduler: str
     drains: int
@@ -546,13 +595,14 @@ class Summary:
 
 
 def summarize(results: list[DrainResult]) -> list[Summary]:
-    keys = sorted({(r.nodes, r.scheduler) for r in results}, key=lambda k: (k[0], list(SCHEDULERS).index(k[1])))
+    keys = sorted({(r.shape, r.nodes, r.scheduler) for r in results},
+                  key=lambda k: (list(SHAPES).index(k[0]), k[1], list(SCHEDULERS).index(k[2])))  # fmt: skip
     summaries = []
-    for nodes, scheduler in keys:
-        runs = [r for r in results if r.nodes == nodes and r.scheduler == scheduler]
+    for shape, nodes, scheduler in keys:
+        runs = [r for r in results if r.shape == shape and r.nodes == nodes and r.scheduler == scheduler]
         summaries.append(
             Summary(
-                nodes, scheduler, len(runs),
+                shape, nodes, scheduler, len(runs),
                 rate=statistics.median(r.rate for r in runs),
                 p50=statistics.median(percentile(r.waits, 0.5) for r in runs),
                 p99=statistics.median(percentile(r.waits, 0.99) for r in runs),
@@ -563,9 +613,9 @@ def summarize(results: list[DrainResult]) -> list[Summary]:
     return summaries
 
 
-def round_cpu_ratios(results: list[DrainResult], nodes: int, peer: str) -> list[float]:
+def round_cpu_ratios(results: list[DrainResult], shape: str, nodes: int, peer: str) -> list[float]:
     """Loadline's CPU per pod over the peer's, round by round (the two drains of a round ran minutes apart)."""
-    by = {(r.round, r.scheduler): r for r in results if r.nodes == nodes}
+    by = {(r.round, r.scheduler): r for r in results if r.nodes == nodes and r.shape == shape}
     rounds = sorted({r for r, s in by if s == LOADLINE and (r, peer) in by})
     return [by[r, LOADLINE].per_k(by[r, LOADLINE].scheduler_cpu) / by[r, peer].per_k(by[r, peer].scheduler_cpu)
             for r in rounds]  # fmt: skip
@@ -575,7 +625,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000],
                         help="kwok node counts, one control plane each (default: 1000 5000)")  # fmt: skip
-    parser.add_argument("--pods", type=int, default=5000, help="pods in each backlog (default: 5000)")
+    parser.add_argument("--pods", type=int, default=5000,
+                        help="pods in each backlog of the basic shape (default: 5000)")  # fmt: skip
+    parser.add_argument("--shapes", nargs="+", default=["basic"], choices=list(SHAPES), metavar="SHAPE",
+                        help="scheduler_perf's workloads to drain, in this order, on the same nodes: "
+                        f"{', '.join(SHAPES)} (default: basic; see bench/scheduler_shapes.py)")  # fmt: skip
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiplies the bound and pending pods of the shapes other than basic (default: 1, "
+                        "scheduler_perf's counts at 5,000 nodes scaled to the node count)")  # fmt: skip
     parser.add_argument("--concurrency", type=int, default=32,
                         help="create and delete requests in flight, for nodes and pods (default: 32)")  # fmt: skip
     parser.add_argument("--schedulers", nargs="+", default=[KUBE, KOORD, LOADLINE], choices=sorted(SCHEDULERS),
@@ -608,8 +665,8 @@ def main() -> int:
             plane.stop()
     report(results)
     print(
-        f"(whole run {time.monotonic() - started:.0f}s; {args.pods} pods, {args.repeat} round(s); one control plane "
-        "per node count)"
+        f"(whole run {time.monotonic() - started:.0f}s; shapes {' '.join(args.shapes)}, scale {args.scale:g}, "
+        f"{args.pods} basic pods, {args.repeat} round(s); one control plane per node count)"
     )
     return 0
 

@@ -7,10 +7,10 @@ and field; the caller logs it once and treats the object as unusable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
+from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.pod import pod_requests, priority_class_of, qos_class_of
@@ -19,6 +19,7 @@ from manager.noderesource.model import ZERO, NodeCapacity, PodOnNode, ResourcePa
 from manager.noderesource.reservation import reservation_from_annotations
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
+NODE_RESOURCES = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY)  # what the manager writes into Node status
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -52,14 +53,16 @@ def node_capacity(node: Mapping[str, Any]) -> NodeCapacity:
     )
 
 
-def node_batch_resources(node: Mapping[str, Any], field: str = "allocatable") -> dict[str, int]:
-    """The batch resources a Node carries in `status.<field>` (integers; absent names left out).
+def node_batch_resources(
+    node: Mapping[str, Any], field: str = "allocatable", names: Sequence[str] = BATCH_RESOURCES
+) -> dict[str, int]:
+    """The batch (or any of `names`) resources a Node carries in `status.<field>` (integers; absent names left out).
 
     An unparsable value counts as absent, so the next write replaces it.
     """
     resources = (node.get("status") or {}).get(field) or {}
     found: dict[str, int] = {}
-    for name in BATCH_RESOURCES:
+    for name in names:
         if name in resources:
             try:
                 found[name] = consumer_units(name, Quantity.parse(resources[name]))

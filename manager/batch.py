@@ -1,9 +1,10 @@
-"""Batch resources of one node: compute them (noderesource core) and write them to the Node status.
+"""Batch and mid resources of one node: compute them (noderesource core) and write them to the Node status.
 
-`kubernetes.io/batch-cpu` (integer milli-cores) and `kubernetes.io/batch-memory` (bytes) go into
-both `status.capacity` and `status.allocatable` with a JSON merge patch of the status
-subresource: only those two keys are touched, whatever kubelet (or kwok) writes next to them.
-Removal patches them to null.
+`kubernetes.io/batch-cpu` (integer milli-cores) and `kubernetes.io/batch-memory` (bytes), and the mid tier's
+`kubernetes.io/mid-cpu` / `mid-memory` (manager/noderesource/mid.py), go into both `status.capacity` and
+`status.allocatable` with one JSON merge patch of the status subresource: only those keys are touched, whatever
+kubelet (or kwok) writes next to them. Removal patches them to null. As in Koordinator, one node update covers
+both tiers: it is written when either changed beyond resourceDiffThreshold (or updateTimeThresholdSeconds passed).
 """
 
 from __future__ import annotations
@@ -14,13 +15,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from prometheus_client import Gauge
+
 from common.api.constants import ANNOTATION_NODE_RESERVATION, BATCH_CPU, BATCH_MEMORY
 from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.http import JSON, KubeError, KubeHTTP
 from common.logging import ctx
 from manager import metrics
-from manager.adapters import node_batch_resources, node_capacity
-from manager.noderesource.formulas import UpdateDecision, batch_outcome, decide_node_update, updated_at
+from manager.adapters import NODE_RESOURCES, node_batch_resources, node_capacity
+from manager.noderesource.formulas import (
+    BATCH_RESOURCE_NAMES,
+    UpdateDecision,
+    batch_outcome,
+    decide_node_update,
+    updated_at,
+)
+from manager.noderesource.mid import MidOutcome, MidResources, MidStrategy, mid_outcome
 from manager.noderesource.model import (
     BatchOutcome,
     BatchResources,
@@ -39,13 +49,12 @@ class BatchSync:
     decision: UpdateDecision
     stored: JSON | None  # the Node as the server stored it after our write; None: not written
     recheck_after: float | None  # seconds until the node must be looked at again even without events
+    mid: MidOutcome | None = None  # None: mid resources not managed in this sync
 
 
-def status_patch(desired: Mapping[str, int]) -> JSON:
-    """Merge patch setting (or, for names missing from `desired`, removing) the batch resources."""
-    values: dict[str, Any] = {
-        name: str(desired[name]) if name in desired else None for name in (BATCH_CPU, BATCH_MEMORY)
-    }
+def status_patch(desired: Mapping[str, int], names: Iterable[str] = (BATCH_CPU, BATCH_MEMORY)) -> JSON:
+    """Merge patch setting (or, for `names` missing from `desired`, removing) the batch (and mid) resources."""
+    values: dict[str, Any] = {name: str(desired[name]) if name in desired else None for name in names}
     return {"status": {"capacity": dict(values), "allocatable": dict(values)}}
 
 
@@ -57,6 +66,7 @@ class BatchWriter:
         self.verdicts: dict[str, BatchVerdict] = {}
         self._verdict_counts: dict[BatchVerdict, int] = {}
         self.exported: set[str] = set()  # nodes with loadline_manager_node_batch_allocatable series
+        self.exported_mid: set[str] = set()  # nodes with loadline_manager_node_mid_allocatable series
         # name -> (capacity, allocatable, reservation annotation as seen) and what they parse to: a resync
         # pass re-reads thousands of unchanged nodes, and quantity parsing would dominate it.
         self._parsed: dict[str, tuple[Any, Any, Any, NodeCapacity, dict[str, int], dict[str, int]]] = {}
@@ -70,8 +80,8 @@ class BatchWriter:
             return cached[3], cached[4], cached[5]
         parsed = (
             node_capacity(node),
-            node_batch_resources(node, "allocatable"),
-            node_batch_resources(node, "capacity"),
+            node_batch_resources(node, "allocatable", NODE_RESOURCES),
+            node_batch_resources(node, "capacity", NODE_RESOURCES),
         )
         self._parsed[name] = (capacity, allocatable, annotation, *parsed)
         return parsed
@@ -82,21 +92,26 @@ class BatchWriter:
         self._set_verdict(name, None)
         self._export(name, None)
 
-    def _export(self, name: str, resources: BatchResources | None) -> None:
-        """Per-node gauges of the computed batch resources in base units; none while the node has none."""
-        if resources is not None:
-            units = metrics.NODE_BATCH_RESOURCE_UNITS
-            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "cpu", units["cpu"]).set(resources.cpu_milli / 1000)
-            metrics.NODE_BATCH_ALLOCATABLE.labels(name, "memory", units["memory"]).set(resources.memory_bytes)
-            self.exported.add(name)
-        elif name in self.exported:
-            self.exported.discard(name)
-            for resource, unit in metrics.NODE_BATCH_RESOURCE_UNITS.items():
-                metrics.NODE_BATCH_ALLOCATABLE.remove(name, resource, unit)
+    def _export(self, name: str, resources: BatchResources | None, mid: MidResources | None = None) -> None:
+        """Per-node gauges of the computed batch (and mid) resources in base units; none while the node has none."""
+        units = metrics.NODE_BATCH_RESOURCE_UNITS
+        tiers: tuple[tuple[Gauge, BatchResources | MidResources | None, set[str]], ...] = (
+            (metrics.NODE_BATCH_ALLOCATABLE, resources, self.exported),
+            (metrics.NODE_MID_ALLOCATABLE, mid, self.exported_mid),
+        )
+        for gauge, values, exported in tiers:
+            if values is not None:
+                gauge.labels(name, "cpu", units["cpu"]).set(values.cpu_milli / 1000)
+                gauge.labels(name, "memory", units["memory"]).set(values.memory_bytes)
+                exported.add(name)
+            elif name in exported:
+                exported.discard(name)
+                for resource, unit in units.items():
+                    gauge.remove(name, resource, unit)
 
     def unexport_all(self) -> None:
         """Drop every per-node series (leadership lost: a standby must not show the values it last computed)."""
-        for name in list(self.exported):
+        for name in self.exported | self.exported_mid:
             self._export(name, None)
 
     def _set_verdict(self, name: str, verdict: BatchVerdict | None) -> None:
@@ -120,13 +135,21 @@ class BatchWriter:
         metric: NodeMetricDigest | None,
         strategy: BatchStrategy,
         now: datetime,
+        *,
+        mid: MidStrategy | None = None,
     ) -> BatchSync:
+        """Bring the node's batch resources (and, given `mid`, its mid resources) to what they should be now."""
         name = str((node.get("metadata") or {}).get("name"))
         capacity, current, current_capacity = self._parse(name, node)
-        outcome = batch_outcome(capacity, pods, metric, strategy, now)
+        pod_list = list(pods)
+        outcome = batch_outcome(capacity, pod_list, metric, strategy, now)
+        mid_result = mid_outcome(capacity, pod_list, metric, mid, now) if mid is not None else None
         self._set_verdict(name, outcome.verdict)
-        self._export(name, outcome.resources)
+        self._export(name, outcome.resources, mid_result.resources if mid_result is not None else None)
         desired = outcome.resources.as_resource_map() if outcome.resources is not None else {}
+        if mid_result is not None and mid_result.resources is not None:
+            desired.update(mid_result.resources.as_resource_map())
+        names = BATCH_RESOURCE_NAMES if mid is None else NODE_RESOURCES
         decision = decide_node_update(
             current=current,
             desired=desired,
@@ -134,17 +157,19 @@ class BatchWriter:
             last_written_at=self.last_written.get(name),
             now=now,
             update_time_threshold_seconds=strategy.update_time_threshold_seconds,
+            names=names,
         )
-        if not decision.write and current_capacity != current:
+        if not decision.write and any(current_capacity.get(n) != current.get(n) for n in names):
             # Someone edited one of the two; they must agree or the scheduler and kubelet disagree.
             decision = UpdateDecision(True, "capacity and allocatable disagree")
+        recheck = self._recheck_after(outcome, metric, strategy, name, now)
         if not decision.write:
             if decision.reason != "unchanged":
                 metrics.BATCH_SKIPPED_WRITES.inc()
-            return BatchSync(outcome, decision, None, self._recheck_after(outcome, metric, strategy, name, now))
+            return BatchSync(outcome, decision, None, recheck, mid_result)
 
         try:
-            stored = await self.http.merge_patch(f"/api/v1/nodes/{name}/status", status_patch(desired))
+            stored = await self.http.merge_patch(f"/api/v1/nodes/{name}/status", status_patch(desired, names))
         except KubeError:
             metrics.API_ERRORS.labels("Node", "status").inc()
             raise
@@ -155,8 +180,14 @@ class BatchWriter:
             if outcome.breakdown is not None and outcome.resources is not None
             else f"removed: {outcome.verdict.value}"
         )
+        if mid_result is not None:
+            detail += "; " + (
+                mid_result.breakdown.explain(mid_result.resources)
+                if mid_result.breakdown is not None and mid_result.resources is not None
+                else f"mid removed: {mid_result.verdict.value}"
+            )
         log.info("node %s batch resources written: %s", name, decision.reason, extra=ctx(calculation=detail))
-        return BatchSync(outcome, decision, stored, self._recheck_after(outcome, metric, strategy, name, now))
+        return BatchSync(outcome, decision, stored, recheck, mid_result)
 
     def _recheck_after(
         self,

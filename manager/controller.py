@@ -7,7 +7,7 @@ Each event enqueues the node(s) it concerns; the leader's workers reconcile a no
   1. the node is gone -> delete its NodeMetric and NodeSLO;
   2. NodeMetric exists with `spec.metricCollectPolicy` from the node's colocation strategy;
   3. NodeSLO exists with the spec rendered from the ConfigMap for the node's labels;
-  4. batch-cpu / batch-memory in the Node status, or removed (stale metric, colocation off).
+  4. batch-cpu / batch-memory and mid-cpu / mid-memory in the Node status, or removed (stale metric, colocation off).
 
 A ConfigMap change enqueues every node; a periodic resync does too. Clock-driven changes (a
 NodeMetric going stale) are scheduled as delayed adds for the moment they fall due.
@@ -41,6 +41,7 @@ from manager.nodeslo.render import (
     NodeColocation,
     batch_strategy_for_node,
     colocation_for_node,
+    mid_strategy_for_node,
     node_metric_collect_policy,
     render_node_slo_spec,
 )
@@ -314,6 +315,7 @@ class Controller:
             self.metrics_by_node.get(name),
             batch_strategy_for_node(config, colocation),
             self.now(),
+            mid=mid_strategy_for_node(config, colocation),
         )
         if result.stored is not None:
             # Until the watch delivers our own write, later reconciles must compare against it,

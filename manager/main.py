@@ -21,6 +21,7 @@ from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
 from common.logging import add_log_level_flag, setup_logging
+from manager.admission.service import AdmissionService
 from manager.controller import Controller
 from manager.server import start_http_server
 from manager.settings import ManagerSettings
@@ -89,6 +90,36 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help=f"HTTP port of /healthz /readyz /metrics; 0 = off (default {_default('metrics_port')})",
     )
+    w = p.add_argument_group(
+        "admission webhooks (Colocation Profile)",
+        "HTTPS webhooks that apply ClusterColocationProfiles to new pods and check pods and profiles; every replica "
+        "serves them. The Secret and the Mutating/ValidatingWebhookConfiguration must exist (the chart makes them).",
+    )
+    w.add_argument("--webhook-port", dest="webhook_port", type=int, metavar="PORT",
+                   help="HTTPS port of /mutate-pod, /validate-pod, /validate-profile; 0 = no webhooks (default 0)")
+    w.add_argument("--webhook-only", dest="webhook_only", action=argparse.BooleanOptionalAction, default=None,
+                   help="serve the webhooks only: no NodeMetric, NodeSLO or batch-resource writes (default: off)")
+    w.add_argument("--webhook-certs", dest="webhook_certs", choices=["self-signed", "external"],
+                   help="self-signed: make a CA and serving certificate in the Secret, renew them before they expire "
+                   "and write the CA bundle into the webhook configurations; external: serve the certificate another "
+                   "issuer (cert-manager) keeps in the Secret (default self-signed)")
+    w.add_argument("--webhook-secret", dest="webhook_secret",
+                   help=f"Secret (in --namespace) with the certificates (default {_default('webhook_secret')})")
+    w.add_argument("--webhook-configuration", dest="webhook_configuration",
+                   help="name of the Mutating- and ValidatingWebhookConfiguration to keep the CA bundle of (default "
+                   f"{_default('webhook_configuration')})")
+    w.add_argument("--webhook-service", dest="webhook_service",
+                   help=f"Service the API server calls: <service>.<namespace>.svc is certified (default "
+                   f"{_default('webhook_service')})")
+    w.add_argument("--webhook-host", dest="webhook_hosts", action="append", metavar="NAME_OR_IP",
+                   help="one more DNS name or IP address to certify, e.g. the host of a url: webhook (repeatable)")
+    w.add_argument("--webhook-cert-validity-seconds", dest="webhook_cert_validity_seconds", type=float,
+                   help="validity of a serving certificate; renewed after two thirds of it (default one year)")
+    w.add_argument("--webhook-ca-validity-seconds", dest="webhook_ca_validity_seconds", type=float,
+                   help="validity of a CA; a new one joins the bundle after two thirds of it (default ten years)")
+    w.add_argument("--webhook-skip-namespace", dest="webhook_skip_namespaces", action="append", metavar="NAMESPACE",
+                   help="pods of this namespace are let through unchanged; --namespace always is (default: "
+                   "kube-system; repeatable, replaces the default)")
     add_log_level_flag(p, default=None, dest="log_level")
     p.add_argument("--log-json", dest="log_json", action="store_const", const=True, help="log one JSON object per line")
     return p
@@ -120,17 +151,27 @@ async def run(settings: ManagerSettings) -> int:
         log.error("cannot configure the API client from %s: %s", where, exc)
         return 2
     identity = default_identity()
-    controller = Controller(
-        http,
-        namespace=settings.namespace,
-        config_map=settings.config_map,
-        recorder=EventRecorder(http, "loadline-manager", identity),
-        workers=settings.workers,
-        resync_seconds=settings.resync_seconds,
-    )
-    tasks = [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in controller.reflectors]
+    recorder = EventRecorder(http, "loadline-manager", identity)
+    controller = None
+    tasks: list[asyncio.Task[Any]] = []
+    if not settings.webhook_only:
+        controller = Controller(
+            http,
+            namespace=settings.namespace,
+            config_map=settings.config_map,
+            recorder=recorder,
+            workers=settings.workers,
+            resync_seconds=settings.resync_seconds,
+        )
+        tasks += [asyncio.create_task(r.run(), name=f"watch {r.name}") for r in controller.reflectors]
+    # Every replica serves the admission webhooks (no leadership needed); the leader writes the profiles' Events.
+    admission = AdmissionService(http, settings, recorder) if settings.webhook_port else None
+    if admission is not None:
+        tasks += admission.tasks()
 
     async def initial_sync() -> None:
+        if controller is None:
+            return
         await controller.wait_synced()
         # The caches now hold every Node, Pod and NodeMetric of the cluster and live as long as the process:
         # moved out of the collector's generations, they stop making each full collection walk them all.
@@ -141,8 +182,11 @@ async def run(settings: ManagerSettings) -> int:
     tasks.append(asyncio.create_task(initial_sync(), name="initial sync"))
 
     async def lead() -> None:
+        duties = [] if controller is None else [controller.lead()]
+        if admission is not None:
+            duties.append(admission.checker.run())
         try:
-            await controller.lead()
+            await asyncio.gather(*duties)
         except Exception:
             log.exception("reconciling stopped by an unexpected error")
             raise
@@ -167,11 +211,11 @@ async def run(settings: ManagerSettings) -> int:
         return f"stopped: {', '.join(dead)}" if dead else None
 
     def ready() -> str | None:
-        if not controller.synced:
+        if controller is not None and not controller.synced:
             return "watches not synced yet"
-        if not controller.config.ready:
+        if controller is not None and not controller.config.ready:
             return "no valid slo-controller-config yet"
-        return None
+        return admission.ready() if admission is not None else None
 
     runner = None
     address = "off"
@@ -184,8 +228,9 @@ async def run(settings: ManagerSettings) -> int:
         extra={
             "ctx": {
                 "identity": identity,
-                "configmap": f"{settings.namespace}/{settings.config_map}",
+                "configmap": "-" if settings.webhook_only else f"{settings.namespace}/{settings.config_map}",
                 "address": address,
+                "webhooks": f"port {settings.webhook_port}" if settings.webhook_port else "off",
             }
         },
     )

@@ -29,6 +29,12 @@ NODE_BATCH_ALLOCATABLE = Gauge(
     "carries them once the change passes resourceDiffThreshold or updateTimeThresholdSeconds",
     ["node", "resource", "unit"],
 )
+NODE_MID_ALLOCATABLE = Gauge(
+    "loadline_manager_node_mid_allocatable",
+    "Mid resources (kubernetes.io/mid-cpu, mid-memory) last computed for the node, in the unit of the unit label; "
+    "written to the Node status together with the batch resources",
+    ["node", "resource", "unit"],
+)
 NODE_BATCH_RESOURCE_UNITS = {"cpu": "core", "memory": "byte"}
 BATCH_SKIPPED_WRITES = Counter(
     "loadline_manager_batch_skipped_writes_total",

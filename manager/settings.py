@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
 
@@ -28,6 +28,31 @@ class ManagerSettings(BaseModel):
     metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9091  # 0: no HTTP server
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = False
+    # --- the admission webhooks (Colocation Profile), served by every replica: manager/admission/ ---------
+    webhook_port: Annotated[int, Field(ge=0, le=65535)] = 0  # HTTPS port; 0: no webhooks
+    webhook_only: bool = False  # serve the webhooks only: no node reconciling, the Lease only for profile Events
+    # self-signed: the manager makes its CA and serving certificate into the Secret and writes the CA bundle into its
+    # webhook configurations; external: another issuer (cert-manager) does both, the manager serves the Secret's.
+    webhook_certs: Literal["self-signed", "external"] = "self-signed"
+    webhook_secret: str = Field(default="loadline-webhook-certs", min_length=1)
+    webhook_configuration: str = Field(default="loadline", min_length=1)  # both the Mutating and the Validating one
+    webhook_service: str = Field(default="loadline-webhook", min_length=1)  # <service>.<namespace>.svc is certified
+    webhook_hosts: list[str] = Field(default_factory=list)  # more names or IPs to certify (e.g. for a url: webhook)
+    webhook_cert_validity_seconds: Annotated[float, Field(ge=15)] = 365 * 86400.0
+    webhook_ca_validity_seconds: Annotated[float, Field(ge=15)] = 10 * 365 * 86400.0
+    # Pods of these namespaces and of the manager's own are never changed (also if a configuration sends them).
+    webhook_skip_namespaces: list[str] = Field(default_factory=lambda: ["kube-system"])
+
+    @field_validator("webhook_hosts", "webhook_skip_namespaces", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        # an environment variable holds a list as "a,b"
+        return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
+
+    def webhook_names(self) -> tuple[str, ...]:
+        """What the serving certificate certifies: the Service's names, then `webhook_hosts`."""
+        service = f"{self.webhook_service}.{self.namespace}.svc"
+        return tuple(dict.fromkeys([service, f"{service}.cluster.local", *self.webhook_hosts]))
 
     @model_validator(mode="after")
     def _lease_timings(self) -> ManagerSettings:

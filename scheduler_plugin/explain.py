@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-nodes", type=int, default=40,
                         help="print at most this many node lines, 0 for all (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the scheduler")
+    parser.add_argument("--kubeconfig", help="where to read the pod for its ClusterColocationProfile (default: "
+                        "$KUBECONFIG, ~/.kube/config, then the in-cluster service account)")
     return parser
 
 
@@ -207,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     if not name or "/" in namespace:
         print(f"loadline explain: expected <namespace>/<pod>, got {args.pod!r}", file=sys.stderr)
         return 2
+    from manager.admission.explain import admission_line  # the pod's admission, from the API server
+
+    admission = admission_line(namespace, name, args.kubeconfig, args.timeout)
     server, source = (args.server, "--server") if args.server else default_server()
     try:
         status, doc = fetch(server, namespace, name, args.timeout)
@@ -217,14 +222,16 @@ def main(argv: list[str] | None = None) -> int:
             "  pass the scheduler's address with --server URL or set LOADLINE_SCHEDULER_URL",
             file=sys.stderr,
         )
+        print(admission, file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps({**doc, "admission": admission}, indent=2))
         return 0 if status == 200 else 1
     if status != 200:
         print(f"loadline explain: {doc.get('error') or f'the scheduler answered {status}'}", file=sys.stderr)
+        print(admission, file=sys.stderr)
         return 1
-    print(render(doc, args.max_nodes))
+    print(render(doc, args.max_nodes) + "\n" + admission)
     return 0
 
 

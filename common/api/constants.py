@@ -13,6 +13,12 @@ SLO_API_VERSION: Final = f"{SLO_GROUP}/{SLO_VERSION}"
 NODEMETRIC_PLURAL: Final = "nodemetrics"
 NODESLO_PLURAL: Final = "nodeslos"
 
+CONFIG_GROUP: Final = "config.koordinator.sh"  # ClusterColocationProfile
+CONFIG_VERSION: Final = "v1alpha1"
+CONFIG_API_VERSION: Final = f"{CONFIG_GROUP}/{CONFIG_VERSION}"
+COLOCATION_PROFILE_KIND: Final = "ClusterColocationProfile"
+COLOCATION_PROFILE_PLURAL: Final = "clustercolocationprofiles"
+
 PODGROUP_GROUP: Final = "scheduling.x-k8s.io"  # scheduler-plugins
 PODGROUP_GROUP_LEGACY: Final = "scheduling.sigs.k8s.io"  # Koordinator's vendored copy
 PODGROUP_VERSION: Final = "v1alpha1"
@@ -36,6 +42,8 @@ GPU_MEMORY: Final = "koordinator.sh/gpu-memory"
 GPU_MEMORY_RATIO: Final = "koordinator.sh/gpu-memory-ratio"
 
 # --- node annotations and labels ------------------------------------------------
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"  # v1.LabelHostname (kube-scheduler's default spreading)
+LABEL_TOPOLOGY_ZONE: Final = "topology.kubernetes.io/zone"  # v1.LabelTopologyZone
 ANNOTATION_NODE_RESERVATION: Final = "node.koordinator.sh/reservation"
 ANNOTATION_RAW_ALLOCATABLE: Final = "node.koordinator.sh/raw-allocatable"
 ANNOTATION_COLOCATION_STRATEGY: Final = "node.koordinator.sh/colocation-strategy"
@@ -50,6 +58,14 @@ ANNOTATION_POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cos
 ANNOTATION_EVICTION_COST: Final = "scheduling.koordinator.sh/eviction-cost"
 ANNOTATION_MIRROR_POD: Final = "kubernetes.io/config.mirror"
 ANNOTATION_DESCHEDULER_EVICT: Final = "descheduler.alpha.kubernetes.io/evict"
+# batch-cpu/batch-memory of each container as JSON, for runtime hooks that see no pod spec (Koordinator
+# apis/extension/resource.go AnnotationExtendedResourceSpec); written by the pod mutating webhook.
+ANNOTATION_EXTENDED_RESOURCE_SPEC: Final = "node.koordinator.sh/extended-resource-spec"
+# Loadline's: the ClusterColocationProfiles that mutated the pod at creation, comma-separated in the order applied.
+ANNOTATION_COLOCATION_PROFILE: Final = "loadline.io/colocation-profile"
+
+# --- ClusterColocationProfile annotations (Koordinator apis/extension/cluster_colocation_profile.go) -----------
+ANNOTATION_SKIP_UPDATE_RESOURCES: Final = "config.koordinator.sh/skip-update-resources"
 
 # --- gangs (seeds 000/001, scheduler-plugins, Koordinator apis/extension/coscheduling.go)
 LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"  # scheduler-plugins PodGroup CRD membership

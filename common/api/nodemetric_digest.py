@@ -61,6 +61,11 @@ class NodeMetricDigest:
     aggregated: tuple[tuple[float, dict[str, Usage]], ...] = ()
     pod_usages: dict[str, PodUsage] = field(default_factory=dict)  # by "namespace/name"
     host_apps: tuple[HostAppUsage, ...] = ()
+    # Predicted by the agent (koordlet's peak predictor): what of the Prod pods' requests the node can lend
+    # (`prodReclaimableMetric`, read by mid resources) and the Prod tier's peak with the system's
+    # (`prodPeakMetric`, read by the `prediction` batch policy). None when absent or empty.
+    prod_reclaimable: Usage | None = None
+    prod_peak: Usage | None = None
     problem: MalformedObjectError | None = None  # set: the object is unusable, nothing else is filled
 
     def aggregated_usage(self, aggregation: str, window_seconds: float | None) -> Usage | None:
@@ -126,6 +131,10 @@ def _fill_status(digest: NodeMetricDigest, status: NodeMetricStatus) -> None:
             )
         pod = PodUsage(pm.namespace, pm.name, _usage(pm.pod_usage) or {}, pm.priority or "", pm.qos or "")
         digest.pod_usages[pod.key] = pod
+    if status.prod_reclaimable_metric is not None:
+        digest.prod_reclaimable = _usage(status.prod_reclaimable_metric.resource)
+    if status.prod_peak_metric is not None:
+        digest.prod_peak = _usage(status.prod_peak_metric.resource)
     digest.host_apps = tuple(
         HostAppUsage(app.name or "", _usage(app.usage) or {}, app.priority or "")
         for app in status.host_application_metric or []

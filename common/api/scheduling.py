@@ -369,3 +369,180 @@ def normalized_image_name(name: str) -> str:
     if name.rfind(":") <= name.rfind("/"):
         return name + ":latest"
     return name
+
+
+# --------------------------------------------------------------------------- priority classes
+@dataclass(frozen=True, slots=True)
+class PriorityClassInfo:
+    """A scheduling.k8s.io/v1 PriorityClass: what a pod naming it gets (value and preemptionPolicy)."""
+
+    name: str
+    value: int
+    preemption_policy: str | None = None  # None: the API server's default (PreemptLowerPriority)
+
+
+def parse_priority_class(obj: Mapping[str, Any]) -> PriorityClassInfo:
+    meta = _mapping(obj.get("metadata"), "metadata")
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise MalformedObjectError("metadata.name: required")
+    value = obj.get("value")
+    if not isinstance(value, int) or isinstance(value, bool) or not -(2**31) <= value < 2**31:
+        raise MalformedObjectError(f"value: must be a 32-bit integer, got {value!r}")
+    policy = obj.get("preemptionPolicy")
+    if policy is not None and policy not in ("PreemptLowerPriority", "Never"):
+        raise MalformedObjectError(f"preemptionPolicy: unknown value {policy!r}")
+    return PriorityClassInfo(name, value, policy)
+
+
+# --------------------------------------------------------------------------- inter-pod affinity, topology spread
+# (what InterPodAffinity and PodTopologySpread read; kept apart from the node-side types above)
+UNSATISFIABLE_ACTIONS = frozenset({"DoNotSchedule", "ScheduleAnyway"})
+NODE_INCLUSION_POLICIES = frozenset({"Honor", "Ignore"})
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """A v1.PodAffinityTerm as kube-scheduler's framework.AffinityTerm holds it (k8s.io/kube-scheduler
+    framework/types.go, newAffinityTerm): the namespaces are the term's own, or its pod's namespace when the
+    term names neither namespaces nor a namespaceSelector.
+
+    matchLabelKeys/mismatchLabelKeys are not read here: since v1.33 (MatchLabelKeysInPodAffinity, locked on)
+    the API server merges them into `labelSelector` when it creates the pod, and kube-scheduler v1.36 reads
+    only the merged selector (pkg/registry/core/pod/strategy.go, applyMatchLabelKeysAndMismatchLabelKeys)."""
+
+    selector: LabelSelector | None  # None: no labelSelector, which matches no pod (labels.Nothing)
+    namespaces: frozenset[str]
+    namespace_selector: LabelSelector | None  # None: absent, no namespace; empty: every namespace
+    topology_key: str
+
+    def matches_namespace(self, namespace: str, namespace_labels: Mapping[str, str]) -> bool:
+        if namespace in self.namespaces:
+            return True
+        return self.namespace_selector is not None and self.namespace_selector.matches(namespace_labels)
+
+    def matches(self, namespace: str, labels: Mapping[str, str], namespace_labels: Mapping[str, str]) -> bool:
+        """AffinityTerm.Matches: the pod's namespace is the term's (or its labels match the namespaceSelector)
+        and the pod's labels match the selector."""
+        return (self.selector is not None and self.matches_namespace(namespace, namespace_labels)
+                and self.selector.matches(labels))
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """spec.affinity.podAffinity and podAntiAffinity, parsed (requiredDuringSchedulingIgnoredDuringExecution
+    and preferredDuringSchedulingIgnoredDuringExecution of each)."""
+
+    required_affinity: tuple[PodAffinityTerm, ...] = ()
+    required_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedPodAffinityTerm, ...] = ()
+
+    @property
+    def term_count(self) -> int:
+        return (len(self.required_affinity) + len(self.required_anti_affinity) + len(self.preferred_affinity)
+                + len(self.preferred_anti_affinity))
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    """A v1.TopologySpreadConstraint with the API server's defaults applied: nodeAffinityPolicy Honor,
+    nodeTaintsPolicy Ignore; `min_domains` None when unset (kube-scheduler then uses 1)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None  # None: no labelSelector, which matches no pod
+    match_label_keys: tuple[str, ...] = ()
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+def parse_pod_affinity_term(raw: Any, namespace: str, field: str) -> PodAffinityTerm:
+    item = _mapping(raw, field)
+    key = item.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise MalformedObjectError(f"{field}.topologyKey: required")
+    raw_selector = item.get("labelSelector")
+    selector = None if raw_selector is None else parse_label_selector(raw_selector, f"{field}.labelSelector")
+    names = frozenset(str(n) for n in _sequence(item.get("namespaces"), f"{field}.namespaces"))
+    raw_ns_selector = item.get("namespaceSelector")
+    ns_selector = (None if raw_ns_selector is None
+                   else parse_label_selector(raw_ns_selector, f"{field}.namespaceSelector"))
+    if not names and raw_ns_selector is None:
+        names = frozenset({namespace})
+    return PodAffinityTerm(selector, names, ns_selector, key)
+
+
+def _weighted_terms(raw: Any, namespace: str, field: str) -> tuple[WeightedPodAffinityTerm, ...]:
+    out = []
+    for i, entry in enumerate(_sequence(raw, field)):
+        item = _mapping(entry, f"{field}[{i}]")
+        weight = item.get("weight")
+        if not isinstance(weight, int) or not 1 <= weight <= 100:
+            raise MalformedObjectError(f"{field}[{i}].weight: must be an integer in 1..100, got {weight!r}")
+        out.append(WeightedPodAffinityTerm(
+            weight, parse_pod_affinity_term(item.get("podAffinityTerm"), namespace, f"{field}[{i}].podAffinityTerm")))
+    return tuple(out)
+
+
+def parse_pod_affinity(affinity: Any, namespace: str, field: str = "spec.affinity") -> PodAffinity | None:
+    """The pod (anti-)affinity of `spec.affinity`, or None when it has no term at all."""
+    outer = _mapping(affinity, field)
+    if outer.get("podAffinity") is None and outer.get("podAntiAffinity") is None:
+        return None  # (most pods: nothing to parse)
+    kinds = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        base = f"{field}.{kind}"
+        section = _mapping(outer.get(kind), base)
+        required_field = f"{base}.requiredDuringSchedulingIgnoredDuringExecution"
+        required = tuple(
+            parse_pod_affinity_term(t, namespace, f"{required_field}[{i}]")
+            for i, t in enumerate(_sequence(section.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                                            required_field))
+        )
+        preferred = _weighted_terms(section.get("preferredDuringSchedulingIgnoredDuringExecution"), namespace,
+                                    f"{base}.preferredDuringSchedulingIgnoredDuringExecution")
+        kinds.append((required, preferred))
+    (required_affinity, preferred_affinity), (required_anti, preferred_anti) = kinds
+    parsed = PodAffinity(required_affinity, required_anti, preferred_affinity, preferred_anti)
+    return parsed if parsed.term_count else None
+
+
+def parse_topology_spread_constraints(
+    value: Any, field: str = "spec.topologySpreadConstraints"
+) -> tuple[TopologySpreadConstraint, ...]:
+    out = []
+    for i, raw in enumerate(_sequence(value, field)):
+        where = f"{field}[{i}]"
+        item = _mapping(raw, where)
+        max_skew = item.get("maxSkew")
+        if not isinstance(max_skew, int) or isinstance(max_skew, bool) or max_skew < 1:
+            raise MalformedObjectError(f"{where}.maxSkew: must be an integer greater than 0, got {max_skew!r}")
+        key = item.get("topologyKey")
+        if not isinstance(key, str) or not key:
+            raise MalformedObjectError(f"{where}.topologyKey: required")
+        action = item.get("whenUnsatisfiable")
+        if action not in UNSATISFIABLE_ACTIONS:
+            raise MalformedObjectError(f"{where}.whenUnsatisfiable: unknown value {action!r}")
+        raw_selector = item.get("labelSelector")
+        selector = None if raw_selector is None else parse_label_selector(raw_selector, f"{where}.labelSelector")
+        keys = tuple(str(k) for k in _sequence(item.get("matchLabelKeys"), f"{where}.matchLabelKeys"))
+        min_domains = item.get("minDomains")
+        if min_domains is not None and (not isinstance(min_domains, int) or min_domains < 1):
+            raise MalformedObjectError(f"{where}.minDomains: must be an integer greater than 0, got {min_domains!r}")
+        policies = []
+        for name, default in (("nodeAffinityPolicy", "Honor"), ("nodeTaintsPolicy", "Ignore")):
+            policy = item.get(name) or default
+            if policy not in NODE_INCLUSION_POLICIES:
+                raise MalformedObjectError(f"{where}.{name}: unknown value {policy!r}")
+            policies.append(str(policy))
+        out.append(TopologySpreadConstraint(max_skew, key, str(action), selector, keys, min_domains, *policies))
+    return tuple(out)

@@ -12,11 +12,22 @@ Reference §4.1/§4.2 (`plugins/batchresource/plugin.go`, `plugins/util/util.go`
 
 every result clamped at 0 and, when batch*ThresholdPercent is set, capped at capacity * pct / 100.
 "HP" (high-priority) is every priority class except koord-batch and koord-free.
+
+Loadline adds a policy for cpu and memory, `prediction`: the Prod tier (and the system) is charged its predicted
+peak, NodeMetric `prodPeakMetric` (agent/prediction), instead of its last window, and never less than "usage"
+charges:
+
+    prediction                              batch = min(usage's batch, capacity - safetyMargin
+                                                        - max(prodPeak, nodeReserved) - podMidUsed)
+
+so batch allocatable follows the slowly moving peak rather than every burst, and still drops when the Prod tier
+goes beyond its prediction. Without a `prodPeakMetric` (an agent that does not predict yet, or Koordinator's CRD
+without the field) it is "usage". koord-mid pods are charged their usage on top: the peak covers Prod and system.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -26,6 +37,7 @@ from common.api.nodemetric_digest import HostAppUsage, NodeMetricDigest, Usage
 from manager.noderesource.model import (
     ACTIVE_POD_PHASES,
     LOW_PRIORITY_CLASSES,
+    PRIORITY_MID,
     QOS_LSE,
     ZERO,
     BatchBreakdown,
@@ -99,6 +111,7 @@ class HighPriorityCharge:
     used: ResourcePair
     max_used_request: ResourcePair
     dangling_used: ResourcePair  # part of `used`/`max_used_request` from metrics of pods no longer listed
+    mid_used: ResourcePair = ZERO  # the koord-mid pods' part of `used`
 
 
 def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricDigest) -> HighPriorityCharge:
@@ -116,7 +129,7 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricDiges
     usage_by_key = metric.pod_usages
     unseen = dict(usage_by_key)
 
-    req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = 0
+    req_cpu = req_mem = used_cpu = used_mem = max_cpu = max_mem = mid_cpu = mid_mem = 0
     for pod in pods:
         if pod.phase not in ACTIVE_POD_PHASES:
             continue
@@ -137,10 +150,17 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricDiges
             used_mem += r_mem
             max_cpu += r_cpu
             max_mem += r_mem
+            if pod.priority_class == PRIORITY_MID:
+                mid_cpu += r_cpu
+                mid_mem += r_mem
             continue
         u_cpu, u_mem = pod_usage.usage.get(RESOURCE_CPU, 0), pod_usage.usage.get(RESOURCE_MEMORY, 0)
-        used_cpu += r_cpu if pod.qos_class == QOS_LSE else u_cpu
+        c_cpu = r_cpu if pod.qos_class == QOS_LSE else u_cpu
+        used_cpu += c_cpu
         used_mem += u_mem
+        if pod.priority_class == PRIORITY_MID:
+            mid_cpu += c_cpu
+            mid_mem += u_mem
         max_cpu += max(r_cpu, u_cpu)
         max_mem += max(r_mem, u_mem)
 
@@ -155,6 +175,7 @@ def charge_high_priority_pods(pods: Iterable[PodOnNode], metric: NodeMetricDiges
         used=ResourcePair(used_cpu + dangling_cpu, used_mem + dangling_mem),
         max_used_request=ResourcePair(max_cpu + dangling_cpu, max_mem + dangling_mem),
         dangling_used=ResourcePair(dangling_cpu, dangling_mem),
+        mid_used=ResourcePair(mid_cpu, mid_mem),
     )
 
 
@@ -176,16 +197,23 @@ def calculate_batch_resources(
     by_usage = (headroom - system_used - charge.used).clamp_non_negative()
     by_request = (headroom - reserved - charge.request).clamp_non_negative()
     by_max_usage_request = (headroom - system_used - charge.max_used_request).clamp_non_negative()
+    predicting = CalculatePolicy.PREDICTION in (strategy.cpu_calculate_policy, strategy.memory_calculate_policy)
+    peak = usage_pair(metric.prod_peak).max(reserved) if predicting and metric.prod_peak else None
+    by_prediction = by_usage if peak is None else (headroom - peak - charge.mid_used).clamp_non_negative().min(by_usage)
 
-    # CPU supports usage and maxUsageRequest; anything else falls back to usage, as in Koordinator.
+    # CPU supports usage, maxUsageRequest and prediction; anything else falls back to usage, as in Koordinator.
     if strategy.cpu_calculate_policy is CalculatePolicy.MAX_USAGE_REQUEST:
         cpu = by_max_usage_request.cpu_milli
+    elif strategy.cpu_calculate_policy is CalculatePolicy.PREDICTION:
+        cpu = by_prediction.cpu_milli
     else:
         cpu = by_usage.cpu_milli
     if strategy.memory_calculate_policy is CalculatePolicy.REQUEST:
         memory = by_request.memory_bytes
     elif strategy.memory_calculate_policy is CalculatePolicy.MAX_USAGE_REQUEST:
         memory = by_max_usage_request.memory_bytes
+    elif strategy.memory_calculate_policy is CalculatePolicy.PREDICTION:
+        memory = by_prediction.memory_bytes
     else:
         memory = by_usage.memory_bytes
 
@@ -203,6 +231,8 @@ def calculate_batch_resources(
         hp_used=charge.used,
         hp_max_used_request=charge.max_used_request,
         dangling_hp_used=charge.dangling_used,
+        prod_peak=peak,
+        mid_used=charge.mid_used,
     )
     return BatchResources(cpu_milli=cpu, memory_bytes=memory), breakdown
 
@@ -263,20 +293,21 @@ def decide_node_update(
     last_written_at: datetime | None,
     now: datetime,
     update_time_threshold_seconds: int,
+    names: Sequence[str] = BATCH_RESOURCE_NAMES,
 ) -> UpdateDecision:
     """Whether the Node status must be written to move it from `current` to `desired`.
 
-    `current`/`desired` map batch resource names to values; a missing name means absent
+    `current`/`desired` map resource names (`names`: batch, or batch and mid) to values; a missing name means absent
     (desired empty = remove). Writes are rate-limited because every Node status write wakes
     every scheduler and kubelet watching the node: only a change beyond `resourceDiffThreshold`
     relative to the old value, a resource appearing or disappearing, or `updateTimeThresholdSeconds`
     since this manager last wrote the node (unknown after a restart, so then always) triggers one.
     """
-    now_values = {name: current[name] for name in BATCH_RESOURCE_NAMES if name in current}
-    new_values = {name: desired[name] for name in BATCH_RESOURCE_NAMES if name in desired}
+    now_values = {name: current[name] for name in names if name in current}
+    new_values = {name: desired[name] for name in names if name in desired}
     if now_values == new_values:
         return UpdateDecision(False, "unchanged")
-    for name in BATCH_RESOURCE_NAMES:
+    for name in names:
         old, new = now_values.get(name), new_values.get(name)
         if (old is None) != (new is None):
             return UpdateDecision(True, f"{name} {'added' if old is None else 'removed'}")

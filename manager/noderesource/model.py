@@ -17,6 +17,7 @@ from common.api.constants import BATCH_CPU, BATCH_MEMORY
 # Priority classes whose pods and host applications *consume* batch resources rather
 # than compete with them (Koordinator: extension.PriorityBatch / PriorityFree).
 LOW_PRIORITY_CLASSES: Final = frozenset({"koord-batch", "koord-free"})
+PRIORITY_MID: Final = "koord-mid"
 QOS_LSE: Final = "LSE"
 # Only these phases hold node resources (Koordinator skips Succeeded/Failed/Unknown).
 ACTIVE_POD_PHASES: Final = frozenset({"Running", "Pending"})
@@ -39,6 +40,10 @@ class ResourcePair:
         """Per-resource maximum (quotav1.Max)."""
         return ResourcePair(max(self.cpu_milli, other.cpu_milli), max(self.memory_bytes, other.memory_bytes))
 
+    def min(self, other: ResourcePair) -> ResourcePair:
+        """Per-resource minimum."""
+        return ResourcePair(min(self.cpu_milli, other.cpu_milli), min(self.memory_bytes, other.memory_bytes))
+
     def clamp_non_negative(self) -> ResourcePair:
         return ResourcePair(max(self.cpu_milli, 0), max(self.memory_bytes, 0))
 
@@ -52,6 +57,10 @@ class CalculatePolicy(enum.StrEnum):
     USAGE = "usage"  # default: reclaim what high-priority pods request but do not use
     REQUEST = "request"  # memory only: no overcommit between priority bands
     MAX_USAGE_REQUEST = "maxUsageRequest"  # charge max(request, usage): no overcommit, usage protected
+    # Loadline's: charge the Prod tier its predicted peak (NodeMetric prodPeakMetric) instead of its last window,
+    # never less than what "usage" charges; "usage" while no peak is published. Koordinator's manager reads any
+    # value it does not know as "usage".
+    PREDICTION = "prediction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,13 +129,22 @@ class BatchBreakdown:
     hp_used: ResourcePair
     hp_max_used_request: ResourcePair
     dangling_hp_used: ResourcePair
+    prod_peak: ResourcePair | None = None  # prodPeakMetric, when a policy is "prediction" and the agent published it
+    mid_used: ResourcePair = ZERO  # the koord-mid pods' part of hp_used (prodPeakMetric does not cover them)
 
     def explain(self, result: BatchResources, strategy: BatchStrategy) -> str:
         """One line with every term, in the shape of Koordinator's calculation messages."""
+        cpu_usage = f"systemUsageOrNodeReserved {self.system_used.cpu_milli}m - podHPUsed {self.hp_used.cpu_milli}m"
         if strategy.cpu_calculate_policy is CalculatePolicy.MAX_USAGE_REQUEST:
-            cpu_term = f"podHPMaxUsedRequest {self.hp_max_used_request.cpu_milli}m"
+            cpu_terms = (
+                f"systemUsageOrNodeReserved {self.system_used.cpu_milli}m"
+                f" - podHPMaxUsedRequest {self.hp_max_used_request.cpu_milli}m"
+            )
+        elif strategy.cpu_calculate_policy is CalculatePolicy.PREDICTION:
+            cpu_terms = self._predicted(cpu_usage, "cpu_milli", "m")
         else:
-            cpu_term = f"podHPUsed {self.hp_used.cpu_milli}m"
+            cpu_terms = cpu_usage
+        mem_usage = f"systemUsage {self.system_used.memory_bytes} - podHPUsed {self.hp_used.memory_bytes}"
         if strategy.memory_calculate_policy is CalculatePolicy.REQUEST:
             mem_terms = f"nodeReserved {self.node_reserved.memory_bytes} - podHPRequest {self.hp_request.memory_bytes}"
         elif strategy.memory_calculate_policy is CalculatePolicy.MAX_USAGE_REQUEST:
@@ -134,15 +152,23 @@ class BatchBreakdown:
                 f"systemUsage {self.system_used.memory_bytes}"
                 f" - podHPMaxUsedRequest {self.hp_max_used_request.memory_bytes}"
             )
+        elif strategy.memory_calculate_policy is CalculatePolicy.PREDICTION:
+            mem_terms = self._predicted(mem_usage, "memory_bytes", "")
         else:
-            mem_terms = f"systemUsage {self.system_used.memory_bytes} - podHPUsed {self.hp_used.memory_bytes}"
+            mem_terms = mem_usage
         return (
             f"batch-cpu {result.cpu_milli}m = capacity {self.capacity.cpu_milli}m"
-            f" - safetyMargin {self.safety_margin.cpu_milli}m"
-            f" - systemUsageOrNodeReserved {self.system_used.cpu_milli}m - {cpu_term};"
+            f" - safetyMargin {self.safety_margin.cpu_milli}m - {cpu_terms};"
             f" batch-memory {result.memory_bytes} = capacity {self.capacity.memory_bytes}"
             f" - safetyMargin {self.safety_margin.memory_bytes} - {mem_terms}"
         )
+
+    def _predicted(self, usage_terms: str, resource: str, unit: str) -> str:
+        """The `prediction` policy's terms: the larger charge of the usage policy and of the predicted peak."""
+        if self.prod_peak is None:
+            return f"{usage_terms} (prediction: no prodPeakMetric, usage policy)"
+        peak, mid = getattr(self.prod_peak, resource), getattr(self.mid_used, resource)
+        return f"max({usage_terms.replace(' - ', ' + ')}, prodPeakOrNodeReserved {peak}{unit} + podMidUsed {mid}{unit})"
 
 
 class BatchVerdict(enum.StrEnum):

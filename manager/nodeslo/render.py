@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from common.api.constants import ANNOTATION_COLOCATION_STRATEGY
 from common.api.scheduling import LabelSelector
+from manager.noderesource.mid import MidStrategy, mid_strategy_from_colocation
 from manager.noderesource.model import BatchStrategy
 from manager.noderesource.strategy import batch_strategy_from_colocation
 from manager.nodeslo.config import (
@@ -89,6 +90,18 @@ def batch_strategy_for_node(config: SLOControllerConfig, colocation: NodeColocat
     if cached is None:
         cached = config.memo[memo_key] = batch_strategy_from_colocation(colocation.strategy)
     assert isinstance(cached, BatchStrategy)
+    return cached
+
+
+def mid_strategy_for_node(config: SLOControllerConfig, colocation: NodeColocation) -> MidStrategy:
+    """The mid-tier view of a node's colocation strategy (midCPUThresholdPercent, ...), shared like the batch one."""
+    if colocation.cache_key is None:
+        return mid_strategy_from_colocation(colocation.strategy)
+    memo_key = ("mid", colocation.cache_key)
+    cached = config.memo.get(memo_key)
+    if cached is None:
+        cached = config.memo[memo_key] = mid_strategy_from_colocation(colocation.strategy)
+    assert isinstance(cached, MidStrategy)
     return cached
 
 

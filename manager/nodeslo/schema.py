@@ -136,9 +136,12 @@ class ColocationStrategy(GoJSONModel):
         Literal["usageWithoutPageCache", "usageWithHotPageCache", "usageWithPageCache"] | None
     ) = Field(default=None, alias="metricMemoryCollectPolicy")
     cpu_reclaim_threshold_percent: NonNegative | None = Field(default=None, alias="cpuReclaimThresholdPercent")
-    cpu_calculate_policy: Literal["usage", "maxUsageRequest"] | None = Field(default=None, alias="cpuCalculatePolicy")
+    # "prediction" is Loadline's (manager/noderesource/formulas.py); Koordinator's manager reads it as "usage".
+    cpu_calculate_policy: Literal["usage", "maxUsageRequest", "prediction"] | None = Field(
+        default=None, alias="cpuCalculatePolicy"
+    )
     memory_reclaim_threshold_percent: NonNegative | None = Field(default=None, alias="memoryReclaimThresholdPercent")
-    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest"] | None = Field(
+    memory_calculate_policy: Literal["usage", "request", "maxUsageRequest", "prediction"] | None = Field(
         default=None, alias="memoryCalculatePolicy"
     )
     degrade_time_minutes: PositiveMinutes | None = Field(default=None, alias="degradeTimeMinutes")

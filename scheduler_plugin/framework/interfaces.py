@@ -362,6 +362,15 @@ class EnqueueExtensions(Plugin, Protocol):
 
 
 @runtime_checkable
+class QueueingHintPlugin(EnqueueExtensions, Protocol):
+    def queueing_hint(self, event: str, pending: PodInfo, changed: PodInfo | None, old: PodInfo | None) -> bool:
+        """Whether `event` about a pod (`changed`, `old` its previous version; one may be None) may make `pending`,
+        which this plugin rejected, schedulable (kube-scheduler's QueueingHintFn; False is its QueueSkip). Asked
+        only for the registered events that name a pod; without it every such event moves the pod."""
+        ...
+
+
+@runtime_checkable
 class SnapshotSyncPlugin(Plugin, Protocol):
     def sync_snapshot(self, snapshot: Snapshot) -> None:
         """Bring the plugin's caches up to date with the snapshot (called by `Framework.warm_up`)."""

@@ -121,6 +121,7 @@ class NodeColumns:
         self.taint_sets: list[tuple[Taint, ...]] = [()]
         self._taint_set_pos: dict[tuple[Taint, ...], int] = {(): 0}
         self._label_columns: dict[str, LabelColumn] = {}
+        self._label_key_nodes: dict[str, int] = {}  # label key -> how many nodes carry it
         self._node_indices: IndexArray | None = None
         self.images = ImageTable()  # status.images of every node (ImageLocality)
 
@@ -233,6 +234,9 @@ class NodeColumns:
             self._node_indices = None
         i = info.index
         labels_changed = is_new or labels != info.labels
+        if labels_changed:
+            self._count_label_keys(info.labels if not is_new else {}, -1)
+            self._count_label_keys(labels, 1)
         info.labels = labels
         info.annotations = annotations
         info.taints = taints
@@ -259,6 +263,7 @@ class NodeColumns:
         if info is None:
             return
         i = info.index
+        self._count_label_keys(info.labels, -1)
         self._nodes[i] = None
         self._valid[i] = False
         self._allocatable[:, i] = 0
@@ -310,6 +315,19 @@ class NodeColumns:
         self._generation[i] = self._gen_counter
 
     # ------------------------------------------------------------------ labels
+    def _count_label_keys(self, labels: Mapping[str, str], sign: int) -> None:
+        counts = self._label_key_nodes
+        for key in labels:
+            left = counts.get(key, 0) + sign
+            if left:
+                counts[key] = left
+            else:
+                counts.pop(key, None)
+
+    def has_label_key(self, key: str) -> bool:
+        """Whether any node carries the label (without materialising a column for a key no node has)."""
+        return key in self._label_key_nodes
+
     def label_column(self, key: str) -> LabelColumn:
         column = self._label_columns.get(key)
         if column is None:

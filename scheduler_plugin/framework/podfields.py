@@ -78,15 +78,6 @@ def _restarts_all_containers(container: Mapping[str, Any]) -> bool:
     )
 
 
-def _pod_affinity_terms(kind: str) -> Callable[[Mapping[str, Any]], bool]:
-    def has_terms(affinity: Mapping[str, Any]) -> bool:
-        terms = affinity.get(kind)
-        return isinstance(terms, Mapping) and any(
-            terms.get(f"{when}DuringSchedulingIgnoredDuringExecution") for when in ("required", "preferred"))
-
-    return has_terms
-
-
 def _kubelet(what: str) -> Irrelevant:
     return Irrelevant(f"{what}: the kubelet's business once the pod is on a node")
 
@@ -138,8 +129,7 @@ FIELDS: Final[dict[str, Placement]] = {
     "PodSpec.enableServiceLinks": _kubelet("environment"),
     "PodSpec.preemptionPolicy": Implemented(("DefaultPreemption",)),
     "PodSpec.overhead": Implemented((NODE_RESOURCES_FIT, BALANCED_ALLOCATION)),
-    "PodSpec.topologySpreadConstraints": Refused("topology spread constraints (kube-scheduler's PodTopologySpread) "
-                                                 "are not implemented yet", until="PodTopologySpread"),
+    "PodSpec.topologySpreadConstraints": Implemented(("PodTopologySpread",)),
     "PodSpec.setHostnameAsFQDN": _kubelet("hostname"),
     "PodSpec.os": Irrelevant("validation only: kube-scheduler does not place by it (nodes are chosen by the "
                              "kubernetes.io/os label through nodeSelector or affinity)"),
@@ -156,11 +146,8 @@ FIELDS: Final[dict[str, Placement]] = {
                                        "(scheduling.x-k8s.io)"),
     # ------------------------------------------------------------------ Affinity
     "Affinity.nodeAffinity": Implemented((NODE_AFFINITY,)),
-    "Affinity.podAffinity": Refused("inter-pod affinity (kube-scheduler's InterPodAffinity) is not implemented yet",
-                                    applies=_pod_affinity_terms("podAffinity"), until="InterPodAffinity"),
-    "Affinity.podAntiAffinity": Refused("inter-pod anti-affinity (kube-scheduler's InterPodAffinity) is not "
-                                        "implemented yet", applies=_pod_affinity_terms("podAntiAffinity"),
-                                        until="InterPodAffinity"),
+    "Affinity.podAffinity": Implemented(("InterPodAffinity",)),
+    "Affinity.podAntiAffinity": Implemented(("InterPodAffinity",)),
     # ------------------------------------------------------------------ Container (init and app containers)
     "Container.name": Irrelevant("a name"),
     "Container.image": Implemented((IMAGE_LOCALITY,)),

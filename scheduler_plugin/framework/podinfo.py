@@ -18,14 +18,18 @@ from common.api.podvolumes import PodVolume, parse_pod_volumes
 from common.api.quantity import QuantityError
 from common.api.scheduling import (
     HostPort,
+    PodAffinity,
     PreferredTerm,
     SelectorTerm,
     Toleration,
+    TopologySpreadConstraint,
     normalized_image_name,
     parse_host_ports,
     parse_node_affinity,
+    parse_pod_affinity,
     parse_time,
     parse_tolerations,
+    parse_topology_spread_constraints,
     string_map,
 )
 from scheduler_plugin.framework.podfields import RefusedField, refused_fields
@@ -66,6 +70,7 @@ class PodInfo:
         "nonzero_requests",
         "num_containers",
         "phase",
+        "pod_affinity",
         "preempt_never",
         "preferred_affinity",
         "priority",
@@ -78,6 +83,7 @@ class PodInfo:
         "scheduling_gates",
         "start_time",
         "tolerations",
+        "topology_spread",
         "uid",
         "volumes",
     )
@@ -119,6 +125,9 @@ class PodInfo:
     images: tuple[str, ...]  # ImageLocality: normalised images of init containers, containers, image volumes
     num_containers: int  # init containers + containers (ImageLocality's threshold scales with it)
     refused_fields: tuple[RefusedField, ...]  # fields that affect placement and Loadline does not implement
+    # inter-pod placement (InterPodAffinity, PodTopologySpread)
+    pod_affinity: PodAffinity | None  # None: no pod affinity or anti-affinity term
+    topology_spread: tuple[TopologySpreadConstraint, ...]
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
@@ -184,6 +193,8 @@ class PodInfo:
         self.refused_fields = refused_fields(spec)
         self.memo = {}
         self.volumes = parse_pod_volumes(spec, name)
+        self.pod_affinity = parse_pod_affinity(spec.get("affinity"), self.namespace)
+        self.topology_spread = parse_topology_spread_constraints(spec.get("topologySpreadConstraints"))
         return self
 
     def with_status_of(self, obj: Mapping[str, Any]) -> PodInfo:

@@ -31,6 +31,7 @@ from scheduler_plugin.framework.nodecolumns import (
     parse_resource_list,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
+from scheduler_plugin.framework.podmatch import PodMatchIndex
 from scheduler_plugin.framework.stores import ObjectStore
 
 # The node side is re-exported: plugins read one `Snapshot`.
@@ -75,6 +76,8 @@ class Snapshot(NodeColumns):
         self._pod_indexes: dict[str, tuple[Callable[[PodInfo], Hashable | None], dict[Hashable, set[str]]]] = {}
         self._pod_multi_indexes: dict[str, tuple[Callable[[PodInfo], Iterable[Hashable]],
                                                  dict[Hashable, set[str]]]] = {}  # fmt: skip
+        # Accounted pods per node row by label selector and by carried (anti-)affinity term (`podmatch`).
+        self.pod_matches = PodMatchIndex(self)
         self._stores: dict[Callable[[Snapshot], ObjectStore], ObjectStore] = {}
         # Objects of resources out-of-tree plugins watch (see `interfaces.WatchedResource`), as they came.
         self.custom_objects: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -164,11 +167,12 @@ class Snapshot(NodeColumns):
             current = self.node(record.node_index).name
             if record.assumed and (not target or target == current):
                 # The API server has not caught up with (or just confirmed) our assumption.
-                record.pod = pod if target else record.pod
+                if target:
+                    self._replace_record_pod(record, pod)
                 record.assumed = not target
                 return
             if target == current and pod.requests == record.pod.requests and pod.host_ports == record.host_ports:
-                record.pod = pod  # a status-only update of a bound pod: nothing to re-account
+                self._replace_record_pod(record, pod)  # a status-only update of a bound pod: nothing to re-account
                 self._touch(record.node_index)
                 return
             self._unaccount(key)
@@ -257,7 +261,12 @@ class Snapshot(NodeColumns):
             self.host_ports.add(i, pod.host_ports)
         self.records[pod.key] = record
         info.pods[pod.key] = record
+        self.pod_matches.add(pod, i)
         self._touch(i)
+
+    def _replace_record_pod(self, record: PodRecord, pod: PodInfo) -> None:
+        old, record.pod = record.pod, pod
+        self.pod_matches.replace(old, pod, record.node_index)
 
     def _unaccount(self, key: str) -> None:
         record = self.records.pop(key)
@@ -270,6 +279,7 @@ class Snapshot(NodeColumns):
         info = self._nodes[i]
         if info is not None:
             info.pods.pop(key, None)
+        self.pod_matches.remove(record.pod, i)
         self._touch(i)
 
     # ------------------------------------------------------------------ pod indexes

@@ -5,9 +5,9 @@ plugin: a node is reported under the first Filter that rejects it): SchedulingGa
 (refuses pods that set fields Loadline does not implement), Coscheduling (also the QueueSort, so
 gangs stay together), NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffinity (2),
 NodePorts, NodeResourcesFit (1), VolumeRestrictions, NodeVolumeLimits, VolumeBinding (scores only
-with its `shape`), VolumeZone, LoadAwareScheduling (1), DefaultPreemption (PostFilter),
-NodeResourcesBalancedAllocation (1), ImageLocality (1), DefaultBinder. NetworkTopology and
-PrioritySort are registered but opt-in.
+with its `shape`), VolumeZone, PodTopologySpread (2), InterPodAffinity (2), LoadAwareScheduling (1),
+DefaultPreemption (PostFilter), NodeResourcesBalancedAllocation (1), ImageLocality (1),
+DefaultBinder. NetworkTopology and PrioritySort are registered but opt-in.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from scheduler_plugin.plugins import (
     defaultbinder,
     defaultpreemption,
     imagelocality,
+    interpodaffinity,
     loadaware,
     networktopology,
     nodeaffinity,
@@ -37,6 +38,7 @@ from scheduler_plugin.plugins import (
     nodeunschedulable,
     nodevolumelimits,
     podfieldguard,
+    podtopologyspread,
     queuesort,
     schedulinggates,
     tainttoleration,
@@ -60,6 +62,10 @@ IN_TREE_REGISTRY = Registry(
                                              balanced_allocation.NodeResourcesBalancedAllocationArgs),
         imagelocality.NAME: PluginSpec(imagelocality.ImageLocality.new),
         podfieldguard.NAME: PluginSpec(podfieldguard.PodFieldGuard.new),
+        podtopologyspread.NAME: PluginSpec(podtopologyspread.PodTopologySpread.new,
+                                           podtopologyspread.PodTopologySpreadArgs),
+        interpodaffinity.NAME: PluginSpec(interpodaffinity.InterPodAffinity.new,
+                                          interpodaffinity.InterPodAffinityArgs),
         loadaware.NAME: PluginSpec(loadaware.LoadAwareScheduling.new, loadaware.LoadAwareSchedulingArgs),
         coscheduling.NAME: PluginSpec(coscheduling.Coscheduling.new, coscheduling.CoschedulingArgs),
         networktopology.NAME: PluginSpec(networktopology.NetworkTopology.new, networktopology.NetworkTopologyArgs),
@@ -89,6 +95,8 @@ DEFAULT_PLUGINS = Plugins(
             PluginRef(name=nodevolumelimits.NAME),
             PluginRef(name=volumebinding.NAME),
             PluginRef(name=volumezone.NAME),
+            PluginRef(name=podtopologyspread.NAME, weight=2),
+            PluginRef(name=interpodaffinity.NAME, weight=2),
             PluginRef(name=loadaware.NAME, weight=1),
             PluginRef(name=defaultpreemption.NAME),
             PluginRef(name=balanced_allocation.NAME, weight=1),

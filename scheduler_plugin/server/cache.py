@@ -30,7 +30,14 @@ from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Reflector, object_key
-from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE
+from scheduler_plugin.framework.events import (
+    ASSIGNED_POD_ADD,
+    ASSIGNED_POD_DELETE,
+    ASSIGNED_POD_UPDATE,
+    NODE_ADD,
+    NODE_DELETE,
+    NODE_UPDATE,
+)
 from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -48,8 +55,9 @@ class ClusterListener(Protocol):
     def pod_deleted(self, key: str, pod: PodInfo | None) -> None:
         """A pod is gone, or its latest version cannot be read."""
 
-    def cluster_event(self, event: str) -> None:
-        """Something that may let unschedulable pods fit (see `framework.events`)."""
+    def cluster_event(self, event: str, pod: PodInfo | None = None, old: PodInfo | None = None) -> None:
+        """Something that may let unschedulable pods fit (see `framework.events`); for an event about a pod,
+        the pod (`pod`, None when deleted) and its previous version (`old`), for the plugins' queueing hints."""
 
     def gang_changed(self, gang_key: str) -> None:
         """A PodGroup was created, changed or deleted."""
@@ -229,8 +237,11 @@ class ClusterCache:
     def _on_node(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
         name = object_key(obj)
         if kind == "DELETED":
+            known = self.snapshot.node_by_name(name) is not None
             self.snapshot.remove_node(name)
             self.malformed.clear("Node", name)
+            if known:
+                self.listener.cluster_event(NODE_DELETE)
             return
         known = self.snapshot.node_by_name(name) is not None
         if known and old is not None and not node_changed_for_scheduling(old, obj):
@@ -254,7 +265,7 @@ class ClusterCache:
             self.malformed.clear("Pod", key)
             self.listener.pod_deleted(key, previous)
             if held:
-                self.listener.cluster_event(ASSIGNED_POD_DELETE)
+                self.listener.cluster_event(ASSIGNED_POD_DELETE, None, previous)
             return
         previous = snap.pods.get(key)
         try:
@@ -276,7 +287,12 @@ class ClusterCache:
             return
         snap.upsert_pod_info(pod)
         if held and key not in snap.records:
-            self.listener.cluster_event(ASSIGNED_POD_DELETE)  # finished: its resources are free
+            self.listener.cluster_event(ASSIGNED_POD_DELETE, None, previous)  # finished: its resources are free
+        elif pod.node_name and key in snap.records:
+            if previous is None or not previous.node_name:
+                self.listener.cluster_event(ASSIGNED_POD_ADD, pod)  # bound (by us or anyone): pod affinity may hold
+            elif previous.labels != pod.labels:
+                self.listener.cluster_event(ASSIGNED_POD_UPDATE, pod, previous)
         self.listener.pod_changed(pod, is_new=kind == "ADDED", spec_changed=pod_spec_changed(old, obj))
 
     # ------------------------------------------------------------------ plugins' stores

@@ -171,14 +171,15 @@ class Scheduler:
         if pod is not None:
             self.reporter.forget_pod(str((pod.raw.get("metadata") or {}).get("uid") or key))
 
-    def cluster_event(self, event: str) -> None:
-        self._move(event)
+    def cluster_event(self, event: str, pod: PodInfo | None = None, old: PodInfo | None = None) -> None:
+        self._move(event, changed=pod, old=old)
 
     def gang_changed(self, gang_key: str) -> None:
         self._move(POD_GROUP, lambda info: info.pod.gang is not None and info.pod.gang.key == gang_key)
 
-    def _move(self, event: str, extra: Callable[[QueuedPodInfo], bool] | None = None) -> None:
-        helped = self.interests.helps(event)
+    def _move(self, event: str, extra: Callable[[QueuedPodInfo], bool] | None = None, *,
+              changed: PodInfo | None = None, old: PodInfo | None = None) -> None:
+        helped = self.interests.helps(event, changed, old)
         predicate = helped if extra is None else (lambda info: extra(info) and helped(info))
         moved = self.queue.move_all_to_active_or_backoff(predicate)
         if moved:

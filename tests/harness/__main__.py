@@ -11,6 +11,7 @@ import time
 
 from tests.harness import build, demo
 from tests.harness.controlplane import ControlPlane, fake_node
+from tests.harness.realnode import machinelock
 
 STATE_DIR = demo.STATE_DIR
 STATE_FILE = demo.STATE_FILE
@@ -53,7 +54,8 @@ def up(nodes: int, cpu: str, memory: str) -> int:
 
 def down() -> int:
     if not STATE_FILE.exists():
-        print("no local cluster is running")
+        swept = machinelock.sweep_if_free()  # a real node killed outright (kill -9, a frozen machine)
+        print(f"no local cluster is running{'; swept what a dead real node left' if swept else ''}")
         return 0
     state = json.loads(STATE_FILE.read_text())
     if "keeper" in state:  # make demo's cluster: its keeper drains the real node and restores the host

@@ -126,6 +126,9 @@ class ControlPlane:
                     # A real node's hostname (--hostname-override) resolves nowhere: dial its address.
                     "--kubelet-preferred-address-types=InternalIP,Hostname",
                     "--service-cluster-ip-range=10.0.0.0/24",
+                    # No kube-proxy routes Service IPs here: the API server calls a webhook behind a Service (the
+                    # chart's manager) at a ready endpoint's pod IP, which the host reaches over the CNI bridge.
+                    *(["--enable-aggregator-routing=true"] if real_nodes else []),
                     "--allow-privileged=true",
                     "--profiling=false",
                     "--v=1",

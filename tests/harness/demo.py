@@ -232,14 +232,27 @@ def stop_keeper(state: dict[str, Any], timeout: float = 180) -> None:
 
 
 # --- the foreground: image, keeper, helm, story ---------------------------------------------------
+# The README's first colocation example: pods created in a namespace labelled koordinator.sh/enable-colocation=true
+# become batch pods on the overcommitted kubernetes.io/batch-cpu (docs/colocation-profile.md).
+BATCH_PROFILE: dict[str, Any] = {
+    "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+    "metadata": {"name": "batch-jobs"},
+    "spec": {"namespaceSelector": {"matchLabels": {"koordinator.sh/enable-colocation": "true"}},
+             "qosClass": "BE", "priorityClassName": "koord-batch", "schedulerName": "loadline-scheduler"},
+}  # fmt: skip
+
+
 class Demo:
-    def __init__(self, state: dict[str, Any], namespace: str = "default") -> None:
-        """`namespace`: where the story's workloads go (the test plays it in a namespace of its own)."""
+    def __init__(self, state: dict[str, Any], namespace: str = "default", batch_namespace: str = "") -> None:
+        """`namespace`: where the story's workloads go (the test plays it in a namespace of its own);
+        `batch_namespace`: where its batch job goes, a namespace the story labels for BATCH_PROFILE
+        (default: analytics, or <namespace>-analytics)."""
         self.state = state
         self.env = dict(os.environ, KUBECONFIG=state["kubeconfig"], PATH=f"{state['bin']}:{os.environ['PATH']}")
         self.node = str(state["node"])
         self.kwok: list[str] = list(state["kwok"])
         self.namespace = namespace
+        self.batch_namespace = batch_namespace or ("analytics" if namespace == "default" else f"{namespace}-analytics")
 
     def run(self, *argv: str, check: bool = True, timeout: float = 120) -> str:
         proc = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout, check=False)
@@ -341,8 +354,10 @@ class Demo:
         seen["service"] = self.wait("web: 3 pods Running", lambda: sum(
             p["status"].get("phase") == "Running" for p in self.pods("app=web")) == 3, 90)  # fmt: skip
 
-        _say("\n[2/4] A batch job arrives: 2 koord-batch pods requesting kubernetes.io/batch-cpu, the overcommitted "
-             "CPU the manager computed from each node's measured idle CPU (the real node preferred)")  # fmt: skip
+        _say(f"\n[2/4] A batch job arrives: a plain Job (cpu and memory, nothing of colocation in it) in namespace "
+             f"{self.batch_namespace}, which ClusterColocationProfile batch-jobs selects: its pods become koord-batch "
+             "pods on kubernetes.io/batch-cpu, the overcommitted CPU the manager computed from each node's measured "
+             "idle CPU (the real node preferred)")  # fmt: skip
         # Awaited on a kwok node, whose usage is simulated: the real node's batch-cpu depends on how busy this
         # machine is (0 on a saturated one).
         seen["batch-cpu"] = self.wait("the manager put kubernetes.io/batch-cpu on the nodes",
@@ -351,31 +366,38 @@ class Demo:
             _say(f"      {node}: batch-cpu {self.batch_cpu(node)} (milli-cores) allocatable")
         prefer_real = {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": {
             "matchExpressions": [{"key": REAL_NODE_LABEL, "operator": "In", "values": ["true"]}]}}]}  # fmt: skip
+        namespace = {"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": self.batch_namespace, "labels": {"koordinator.sh/enable-colocation": "true"}}}
+        self.apply([namespace, BATCH_PROFILE])
+        self.wait(f"namespace {self.batch_namespace} has its default ServiceAccount", lambda: bool(self.get(
+            "serviceaccount", "default", "-n", self.batch_namespace)), 30, interval=0.5)  # fmt: skip
+        # What a user writes for any cluster: no scheduler, no priority class, no QoS label, no batch resources.
         job = {
-            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "batch-report", "namespace": self.namespace},
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "batch-report", "namespace": self.batch_namespace},
             "spec": {"parallelism": 2, "completions": 2, "backoffLimit": 0, "template": {
-                "metadata": {"labels": {"app": "batch-report", "koordinator.sh/qosClass": "BE"},
-                             "annotations": {"loadline.io/simulated-cpu": "0.5"}},
-                "spec": {"schedulerName": "loadline-scheduler", "priorityClassName": "koord-batch",
-                         "restartPolicy": "Never", "tolerations": [KWOK_TOLERATION],
+                "metadata": {"labels": {"app": "batch-report"}, "annotations": {"loadline.io/simulated-cpu": "0.5"}},
+                "spec": {"restartPolicy": "Never", "tolerations": [KWOK_TOLERATION],
                          "affinity": {"nodeAffinity": prefer_real},
                          "containers": [{"name": "work", "image": image, "imagePullPolicy": "Never",
                                          "command": ["python3", "-c", "import time\nend = time.time() + 20\n"
                                                      "while time.time() < end: pass\nprint('report done')"],
-                                         "resources": {"requests": {"kubernetes.io/batch-cpu": "500",
-                                                                    "kubernetes.io/batch-memory": "256Mi"},
-                                                       "limits": {"kubernetes.io/batch-cpu": "500",
-                                                                  "kubernetes.io/batch-memory": "256Mi"}}}]}}},
+                                         "resources": {"requests": {"cpu": "500m", "memory": "256Mi"},
+                                                       "limits": {"cpu": "500m", "memory": "256Mi"}}}]}}},
         }  # fmt: skip
         self.apply([job])
         seen["batch"] = self.wait("batch-report: 2 pods Running on batch-cpu", lambda: sum(
-            p["status"].get("phase") in ("Running", "Succeeded") for p in self.pods("app=batch-report")) == 2,
-            120)  # fmt: skip
+            p["status"].get("phase") in ("Running", "Succeeded") and "kubernetes.io/batch-cpu" in
+            p["spec"]["containers"][0]["resources"].get("requests", {})
+            for p in self.pods("app=batch-report", self.batch_namespace)) == 2, 120)  # fmt: skip
         if not seen["batch"]:  # why, from the events: a pod evicted, refused by the kubelet, never created
-            _say(self.kubectl("get", "events", "-n", self.namespace, "--sort-by=.lastTimestamp", check=False))
-        for p in self.pods("app=batch-report"):
+            _say(self.kubectl("get", "events", "-n", self.batch_namespace, "--sort-by=.lastTimestamp", check=False))
+        for p in self.pods("app=batch-report", self.batch_namespace):
             where = "this machine, for real" if p["spec"].get("nodeName") == self.node else "a kwok node (simulated)"
-            _say(f"      {p['metadata']['name']} on {p['spec'].get('nodeName')}: {where}")
+            requests = p["spec"]["containers"][0]["resources"].get("requests", {})
+            _say(f"      {p['metadata']['name']} on {p['spec'].get('nodeName')}: {where}; by profile "
+                 f"{(p['metadata'].get('annotations') or {}).get('loadline.io/colocation-profile', 'none')}: "
+                 f"{p['spec'].get('priorityClassName')}, {p['spec'].get('schedulerName')}, requests {requests}")
         # The real node takes batch pods only when this machine has idle CPU: on a busy machine its batch-cpu
         # is near 0 and LoadAware keeps pods off it (usage over 65 %).
 
@@ -530,6 +552,8 @@ def up(nodes: int) -> int:
     )
     _say(f"  kubectl get node {state['node']} -o jsonpath='{{.status.allocatable}}'   # batch-cpu, batch-memory")
     _say("  kubectl get pods -n loadline-system -o wide  # Loadline, from its chart, on the real node")
+    _say("  kubectl get ccp                              # ClusterColocationProfiles: which pods become batch pods")
+    _say("  kubectl get pods -n analytics -o yaml        # the plain Job's pods as the profile made them")
     _say("  helm list -n loadline-system")
     _say("  kubectl get events --field-selector reason=Evicted")
     _say("  loadline explain default/train-0             # asks the leading scheduler pod")

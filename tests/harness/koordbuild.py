@@ -1,4 +1,4 @@
-"""Build Koordinator's own koord-scheduler, koord-descheduler and koord-manager from the Go module proxy.
+"""Build Koordinator's own koord-scheduler, koord-descheduler, koord-manager and koordlet from the Go module proxy.
 
 Koordinator is Loadline's peer: the compatibility tests run its components against the same control plane, and
 the benchmarks put its figures beside ours. Its go.mod carries a large `replace` block, so `go install ...@v1.8.0`
@@ -7,6 +7,12 @@ replaces) under another module path and builds the `cmd/` main packages of the d
 
 Binaries land beside the Kubernetes ones: $LOADLINE_CACHE/bin/<name>-v<version>/<name>. The CRDs Koordinator's
 components need (Reservation, Device, PodMigrationJob, ...) come from the same module, see `crd_dir()`.
+
+koordlet needs cgo: its performance collector links libpfm4 (`pkg/koordlet/util/perf_group`, `#cgo LDFLAGS:
+-lpfm`), so its build needs gcc and Debian's `libpfm4-dev`, which are installed (apt-get, as root) when missing, as
+the real node's packages are (tests/harness/realnode/packages.py). The other three are built with cgo too: Go's
+build cache keys every package by CGO_ENABLED, so one setting for all four compiles their shared dependency graph
+once (koordlet alone with cgo recompiled all of it: 1,343 s here, against about a minute when it follows the others).
 
 Standard library only: this runs before the project's virtualenv exists.
 """
@@ -22,7 +28,9 @@ from tests.harness.build import BuildError, _go_env, _log, _run, build_cli, buil
 
 KOORDINATOR_VERSION = "1.8.0"
 KOORDINATOR_MODULE = "github.com/koordinator-sh/koordinator"
-KOORD_COMPONENTS = ("koord-scheduler", "koord-descheduler", "koord-manager")
+KOORD_COMPONENTS = ("koord-scheduler", "koord-descheduler", "koord-manager", "koordlet")
+# what a cgo build of koordlet needs: tool or file -> Debian package
+KOORDLET_BUILD_PACKAGES = {"gcc": "gcc", "/usr/include/perfmon/pfmlib.h": "libpfm4-dev"}
 
 
 def binary_path(name: str) -> Path:
@@ -89,6 +97,10 @@ def build_one(name: str, force: bool = False) -> Path:
     prepare_module()
     go = go_binary()
     env = _go_env(go)
+    from tests.harness.realnode.packages import ensure_packages
+
+    ensure_packages(KOORDLET_BUILD_PACKAGES, purpose="building Koordinator's components (cgo; koordlet links libpfm4)")
+    env["CGO_ENABLED"] = "1"  # all four alike, so they share one compile of their dependencies (module docstring)
     with building(name, KOORDINATOR_VERSION, dest) as tmp_out:
         _run(
             [go, "build", "-mod=mod", "-trimpath", "-ldflags", "-s -w", "-o", str(tmp_out / name),

@@ -13,6 +13,7 @@ admit, which is the compatibility under test.
     start_koord_scheduler(plane, config=my_kube_scheduler_configuration)   # a whole config of your own
     start_koord_descheduler(plane, low={"cpu": 45}, high={"cpu": 75}, dry_run=True)
     start_koord_manager(plane)                             # NodeMetric + NodeSLO per node, batch resources on Nodes
+    start_koordlet(plane, "<node>-koordlet")               # koordlet for a view of the real node (see below)
 
 Every function returns a `KoordProcess`: a `Component` (stop/kill/log_tail/alive) that is also a context manager
 (leaving the block stops it). `process.pid` is the process to sample for CPU time. Leader election is off unless
@@ -23,6 +24,8 @@ asked for (`leader_elect=True`: the Lease `<name>` in `koordinator-system`, see 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -384,5 +387,131 @@ def start_koord_manager(
         plane.root / "logs" / f"{name}.log",
         url=f"http://127.0.0.1:{metrics_port}/metrics",
         extra_ports={"metrics": metrics_port, "health": health_port},
+    )
+    return _launch(plane, process, f"{name} /metrics", timeout)
+
+
+# --- koordlet beside Loadline's agent on the real node ---------------------------------------------------------
+# koordlet takes everything about "its" node from NODE_NAME: the Node (allocatable, and the address and port of
+# the kubelet it lists pods from), the NodeSLO, and the NodeMetric whose status it writes (it never creates one).
+# It has no flag for the NodeMetric's name alone. So that it never writes the NodeMetric Loadline's agent
+# publishes, it runs for a second Node object, a *view* of the real node: the same allocatable, the same
+# InternalIP and kubelet port (so koordlet lists the real node's pods from the real kubelet and reads this
+# machine's /proc and cgroups), unschedulable and tainted so nothing is ever placed on it. Loadline's manager gives
+# that Node its NodeMetric and NodeSLO as for any node; koordlet writes that NodeMetric's status. Everything koordlet
+# could change on the host is switched off: the QoS strategies and runtime hooks that write cgroups (feature gates),
+# NRI, node topology reports; its TSDB, checkpoints, audit log and hook socket live under the plane's root.
+KOORDLET_VIEW_LABEL = "loadline.io/koordlet-view-of"
+KOORDLET_VIEW_TAINT = "loadline.io/koordlet-view"
+# Every gate that would make koordlet write host state (cgroups, resctrl, sysctls, sched features) or extra
+# objects (NodeResourceTopology, Devices): off. Metric collection and the NodeMetric report stay on.
+KOORDLET_FEATURE_GATES = {
+    "BECPUSuppress": False,
+    "CPUBurst": False,
+    "RdtResctrl": False,
+    "NodeTopologyReport": False,
+    "GroupIdentity": False,
+    "CPUSetAllocator": False,
+    "BatchResource": False,
+}
+
+
+def koordlet_view_node(real: Mapping[str, Any], name: str, colocation: Mapping[str, Any] | None = None) -> Obj:
+    """The Node object koordlet runs for (see above), without its status (`koordlet_view_status`). `colocation`:
+    a ColocationStrategy for this node only (annotation `node.koordinator.sh/colocation-strategy`), e.g. koordlet's
+    report interval and windows."""
+    real_name = str(real["metadata"]["name"])
+    annotations = {}
+    if colocation:
+        annotations["node.koordinator.sh/colocation-strategy"] = json.dumps(dict(colocation))
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {KOORDLET_VIEW_LABEL: real_name}, "annotations": annotations},
+        "spec": {
+            "unschedulable": True,
+            "taints": [
+                {"key": KOORDLET_VIEW_TAINT, "value": real_name, "effect": "NoSchedule"},
+                {"key": KOORDLET_VIEW_TAINT, "value": real_name, "effect": "NoExecute"},
+            ],
+        },
+    }
+
+
+def koordlet_view_status(real: Mapping[str, Any]) -> Obj:
+    """The real node's capacity, allocatable, InternalIP and kubelet port (a status merge patch)."""
+    status = real.get("status") or {}
+    return {
+        "status": {
+            "capacity": status.get("capacity") or {},
+            "allocatable": status.get("allocatable") or {},
+            "addresses": [a for a in status.get("addresses") or [] if a.get("type") in ("InternalIP", "Hostname")],
+            "daemonEndpoints": status.get("daemonEndpoints") or {},
+        }
+    }
+
+
+def koordlet_argv(
+    binary: Path,
+    kubeconfig: Path,
+    state_dir: Path,
+    *,
+    metrics_port: int,
+    extra_args: Sequence[str] = (),
+    verbosity: int = 2,
+) -> list[str]:
+    """koordlet on the host (with env agent_mode=hostMode: host paths for /proc, /sys, cgroups), serving its
+    Prometheus metrics on loopback, its state under `state_dir`, writing nothing to the host (gates above)."""
+    gates = ",".join(f"{k}={str(v).lower()}" for k, v in KOORDLET_FEATURE_GATES.items())
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--addr=127.0.0.1:{metrics_port}",
+        f"--feature-gates={gates}",
+        "--enable-nri-runtime-hook=false",
+        f"--runtime-hooks-addr={state_dir / 'koordlet.sock'}",
+        f"--runtime-hooks-host-endpoint={state_dir / 'koordlet.sock'}",
+        f"--runtime-hooks-config-path={state_dir / 'hookserver.d'}",
+        f"--tsdb-path={state_dir / 'metric-data'}/",
+        f"--prediction-checkpoint-filepath={state_dir / 'prediction-checkpoints'}",
+        f"--audit-log-dir={state_dir / 'audit'}",
+        f"--pod-resources-proxy-path={state_dir / 'pod-resources'}",
+        f"--xpu-device-infos-dir={state_dir / 'xpu-device-infos'}/",
+        "--cgroup-root-dir=/sys/fs/cgroup/",
+        f"--v={verbosity}",
+        *extra_args,
+    ]
+
+
+def start_koordlet(
+    plane: ControlPlane,
+    node_name: str,
+    *,
+    name: str = "koordlet",
+    extra_args: Sequence[str] = (),
+    verbosity: int = 2,
+    timeout: float = 90,
+) -> KoordProcess:
+    """koordlet for the Node `node_name` (a view made by `koordlet_view_node`); ready once its /metrics answers.
+    Its state (TSDB, prediction checkpoints) is a fresh directory under the plane's root."""
+    state = plane.root / f"{name}-state"
+    shutil.rmtree(state, ignore_errors=True)
+    for sub in ("metric-data", "prediction-checkpoints", "audit", "hookserver.d"):
+        (state / sub).mkdir(parents=True, exist_ok=True)
+    metrics_port = free_port()
+    process = KoordProcess(
+        name,
+        koordlet_argv(
+            koordbuild.ensure(["koordlet"])["koordlet"],
+            plane.kubeconfig,
+            state,
+            metrics_port=metrics_port,
+            extra_args=extra_args,
+            verbosity=verbosity,
+        ),
+        plane.root / "logs" / f"{name}.log",
+        url=f"http://127.0.0.1:{metrics_port}/metrics",
+        extra_ports={"metrics": metrics_port},
+        env={**os.environ, "NODE_NAME": node_name, "agent_mode": "hostMode"},
     )
     return _launch(plane, process, f"{name} /metrics", timeout)

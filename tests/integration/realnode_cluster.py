@@ -37,7 +37,7 @@ IDLE_HIGH_THRESHOLDS = {"cpu": 100, "memory": 100}
 LOW_THRESHOLDS = {"cpu": 20, "memory": 30}
 
 
-def chart_values(image: str, agent_port: int) -> dict[str, Any]:
+def chart_values(image: str, agent_port: int, prediction_dir: Path | None = None) -> dict[str, Any]:
     repository, tag = image.rsplit(":", 1)
     lease = [f"--lease-duration={LEASE['duration']}", f"--renew-deadline={LEASE['renew']}",
              f"--retry-period={LEASE['retry']}"]  # fmt: skip
@@ -71,6 +71,8 @@ def chart_values(image: str, agent_port: int) -> dict[str, Any]:
                 # spec, which the agent would otherwise follow (clamped to >= 30 s).
                 "--follow-nodemetric-spec=false",
             ],
+            # the peak models' checkpoint under the node's own root (removed with it), not the host's /var/lib
+            "prediction": {"checkpointHostPath": str(prediction_dir or "")},
         },
         "manager": {"args": lease},
         "scheduler": {
@@ -263,7 +265,7 @@ def start_real_cluster(image_archive: Path, image: str) -> RealCluster:
         timings["real node"] = node.startup_seconds
         agent_port = free_port()
         values_file = plane.root / "loadline-test-values.yaml"
-        values_file.write_text(yaml.safe_dump(chart_values(image, agent_port)))
+        values_file.write_text(yaml.safe_dump(chart_values(image, agent_port, node.root / "agent-prediction")))
         plane.kubectl("wait", "--for=condition=Ready", "node", *kwok_names, "--timeout=60s")
         return RealCluster(plane, node, kwok_names, image, values_file, agent_port, timings)
     except BaseException:

@@ -51,6 +51,11 @@ def test_chart_lints_and_renders_every_component(cluster: ControlPlane) -> None:
         "PriorityClass/koord-prod",
         "PriorityClass/koord-free",
         "ConfigMap/slo-controller-config",
+        "CustomResourceDefinition/clustercolocationprofiles.config.koordinator.sh",
+        "Service/loadline-webhook",
+        "Secret/loadline-webhook-certs",
+        "MutatingWebhookConfiguration/loadline",
+        "ValidatingWebhookConfiguration/loadline",
     ]:
         assert expected in kinds
     without = [d["kind"] for d in rendered(cluster, "--set", "priorityClasses.create=false", "--set", "descheduler.enabled=false")]
@@ -145,3 +150,34 @@ def test_every_workload_keeps_off_kwok_nodes_and_the_extender_is_optional(cluste
     kinds = {f"{d['kind']}/{d['metadata']['name']}" for d in docs}
     assert {"Service/loadline-extender", "ClusterRole/loadline-extender", "ServiceAccount/loadline-extender"} <= kinds
     assert not [d for d in rendered(cluster) if "extender" in d["metadata"]["name"]]
+
+
+def test_webhook_values_choose_failure_policy_certificates_and_route(cluster: ControlPlane) -> None:
+    def webhooks(*values: str) -> dict[str, dict[str, Any]]:
+        docs = rendered(cluster, *values)
+        return {f"{d['kind']}/{w['name']}": {**w, "annotations": d["metadata"].get("annotations") or {}}
+                for d in docs if d["kind"].endswith("WebhookConfiguration") for w in d["webhooks"]}  # fmt: skip
+
+    default = webhooks()
+    assert set(default) == {"MutatingWebhookConfiguration/mpod.loadline.dev", "ValidatingWebhookConfiguration/vpod.loadline.dev",
+                            "ValidatingWebhookConfiguration/vprofile.loadline.dev"}  # fmt: skip
+    for hook in default.values():
+        assert hook["failurePolicy"] == "Ignore" and hook["timeoutSeconds"] == 3 and hook["sideEffects"] == "None"
+        assert hook["clientConfig"]["service"]["name"] == "loadline-webhook" and not hook["annotations"]
+    skipped = default["MutatingWebhookConfiguration/mpod.loadline.dev"]["namespaceSelector"]["matchExpressions"]
+    assert skipped == [{"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "loadline-system"]}]
+    strict = webhooks("--set", "manager.webhook.failurePolicy=Fail", "--set", "manager.webhook.url=https://10.1.2.3:9876/")
+    assert {h["failurePolicy"] for h in strict.values()} == {"Fail"}
+    assert strict["ValidatingWebhookConfiguration/vpod.loadline.dev"]["clientConfig"] == {"url": "https://10.1.2.3:9876/validate-pod"}
+    issued = webhooks("--set", "manager.webhook.certificates.source=cert-manager")
+    assert {h["annotations"]["cert-manager.io/inject-ca-from"] for h in issued.values()} == {"loadline-system/loadline-webhook"}
+    kinds = {f"{d['kind']}/{d['metadata']['name']}" for d in rendered(cluster, "--set", "manager.webhook.certificates.source=cert-manager")}
+    assert {"Issuer/loadline-webhook", "Certificate/loadline-webhook"} <= kinds and "Secret/loadline-webhook-certs" not in kinds
+    [manager] = [d for d in rendered(cluster, "--set", "manager.webhook.certificates.source=cert-manager")
+                 if d["kind"] == "Deployment" and d["metadata"]["name"] == "loadline-manager"]  # fmt: skip
+    assert "--webhook-certs=external" in manager["spec"]["template"]["spec"]["containers"][0]["args"]
+    bad = helm(cluster, "template", "loadline", str(CHART), f"--kube-version={KUBERNETES_VERSION}", "--set",
+               "manager.webhook.failurePolicy=Sometimes", check=False)  # fmt: skip
+    assert bad.returncode != 0 and "manager.webhook.failurePolicy must be Ignore or Fail" in bad.stderr
+    off = {d["kind"] for d in rendered(cluster, "--set", "manager.webhook.enabled=false")}
+    assert not off & {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.integration
         ("koord-scheduler", "The Koordinator scheduler"),
         ("koord-descheduler", "--config"),
         ("koord-manager", "--feature-gates"),
+        ("koordlet", "prediction-cold-start-duration"),  # built with cgo (libpfm4)
     ],
 )
 def test_component_runs(name: str, says: str) -> None:

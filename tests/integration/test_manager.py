@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from common.api.quantity import Quantity
 from tests.conftest import module_plane, namespace_in
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
@@ -486,3 +486,93 @@ def test_two_replicas_the_standby_takes_over_when_the_leader_is_killed(plane: Co
     # lease 6 s + retry jitter + the node's creation and readiness; generous for a shared 2-core box
     assert took < 45, took
     plane.kubectl("delete", "node", "fo-first", "fo-second", "--wait=false")
+
+
+def mid_of(plane: ControlPlane, node: str) -> dict[str, dict[str, int]]:
+    """{"capacity": {...}, "allocatable": {...}} mid resources of a node, as integers."""
+    obj = get_or_none(plane, "node", node) or {}
+    out: dict[str, dict[str, int]] = {}
+    for field in ("capacity", "allocatable"):
+        values = (obj.get("status") or {}).get(field) or {}
+        out[field] = {k: Quantity.parse(v).value() for k, v in values.items() if k in (MID_CPU, MID_MEMORY)}
+    return out
+
+
+def test_mid_resources_from_prod_reclaimable_take_a_koord_mid_pod_and_go_when_stale(
+    plane: ControlPlane, test_namespace: str
+) -> None:
+    """Issue 30: the manager turns the agent's prodReclaimableMetric into kubernetes.io/mid-cpu / mid-memory as
+    Koordinator's midresource plugin does; loadline-scheduler places a koord-mid pod on them; a stale NodeMetric
+    removes them (the numbers of the formula are in tests/unit/manager/test_mid_formulas.py)."""
+    ns = test_namespace
+    set_configmap(plane, {"colocation-config": {"enable": True, "midCPUThresholdPercent": 15}})
+    make_nodes(
+        plane,
+        fake_node("mid-a", cpu="16", memory="64Gi", labels={"suite": "mid"}),
+        fake_node("mid-b", cpu="16", memory="64Gi", labels={"suite": "mid"}),
+    )
+    # web's estimate (LoadAware: 85 % of its request, less its 2 measured cores) keeps the node below 65 % CPU
+    plane.apply([pod("web", ns, priority="koord-prod", requests={"cpu": "4", "memory": "32Gi"}, node="mid-a")])
+    manager = start_manager(plane, "mid")
+    wait_for("NodeMetric mid-a created by the manager", lambda: get_or_none(plane, "nodemetric", "mid-a"), 60)
+
+    def report(age: timedelta = timedelta(0)) -> None:
+        """The agent's status with its prediction: of web's 4 cores / 32Gi, 3 cores / 16Gi are lent."""
+        built = MakeNodeMetric("mid-a").updated(datetime.now(UTC) - age).node_usage("4", "20Gi").system("1", "4Gi")
+        status = built.pod(ns, "web", "2", "10Gi", priority="koord-prod").status()
+        status["prodReclaimableMetric"] = {"resource": {"resources": {"cpu": "3", "memory": "16Gi"}}}
+        patch = json.dumps({"status": status})
+        plane.kubectl("patch", "nodemetric", "mid-a", "--subresource=status", "--type=merge", "-p", patch)
+
+    report()
+    # cpu: min(min(reclaimable 3000, unused 16000 - 4000), capacity 16000 x 15 %) = 2400 (the threshold caps it);
+    # memory: min(reclaimable 16Gi, unused 64Gi - 20Gi) = 16Gi, below the 100 % threshold.
+    expected = {MID_CPU: 2400, MID_MEMORY: 16 * GI}
+    wait_for(
+        "mid resources in capacity and allocatable of mid-a",
+        lambda: mid_of(plane, "mid-a") == {"capacity": expected, "allocatable": expected},
+        60,
+        alive=[manager.component],
+    )
+    assert mid_of(plane, "mid-b") == {"capacity": {}, "allocatable": {}}  # no NodeMetric status: nothing
+    wait_for(
+        "per-node mid gauge",
+        lambda: manager.metric("loadline_manager_node_mid_allocatable", node="mid-a", resource="cpu") == 2.4,
+        30,
+    )
+
+    # A koord-mid pod (what a ClusterColocationProfile makes of a plain pod: mid-* requests, priority koord-mid)
+    # fits in 2400 mid-cpu; a second one of 1000 does not.
+    with running_scheduler(plane):
+        mids = [
+            pod("mid-fits", ns, priority="koord-mid", requests={MID_CPU: "2000", MID_MEMORY: "8Gi"}),
+            pod("mid-too-big", ns, priority="koord-mid", requests={MID_CPU: "1000", MID_MEMORY: "1Gi"}),
+        ]
+        for obj in mids:
+            obj["spec"]["schedulerName"] = SCHEDULER_NAME
+            obj["spec"]["nodeSelector"] = {"suite": "mid"}
+
+        def placement(name: str) -> tuple[str, str]:
+            """(node, why not) of a pod: the node once bound, else the scheduler's Unschedulable message."""
+            obj = get_or_none(plane, "pod", name, ns) or {}
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                    return "", str(cond.get("message"))
+            return str((obj.get("spec") or {}).get("nodeName") or ""), ""
+
+        plane.apply(mids[:1])
+        wait_for("mid-fits placed or refused", lambda: any(placement("mid-fits")), 90)
+        assert placement("mid-fits") == ("mid-a", "")
+        plane.apply(mids[1:])
+        _, why = wait_for("mid-too-big refused", lambda: placement("mid-too-big")[1] and placement("mid-too-big"), 60)
+        assert f"Insufficient {MID_CPU}" in why
+
+    # Stale beyond degradeTimeMinutes (15): removed, as Koordinator's plugin degrades.
+    report(age=timedelta(minutes=20))
+    wait_for(
+        "mid resources removed (stale NodeMetric)",
+        lambda: mid_of(plane, "mid-a") == {"capacity": {}, "allocatable": {}},
+        60,
+        alive=[manager.component],
+    )
+    plane.kubectl("delete", "node", "mid-a", "mid-b", "--wait=false")

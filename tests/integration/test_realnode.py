@@ -436,6 +436,69 @@ def test_loadline_scheduler_binds_a_statefulsets_local_volumes_and_the_data_surv
     assert not root.exists()
 
 
+def placed_deployment(cluster: RealCluster, namespace: str, name: str, replicas: int, *,
+                      constraint: str) -> dict[str, Any]:  # fmt: skip
+    """A Deployment for `loadline-scheduler` whose pods carry a required anti-affinity on the hostname (kept to
+    the real node by the burner's nodeSelector), or a hostname spread constraint (maxSkew 1, any node)."""
+    spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image, scheduler="loadline-scheduler",
+                      resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
+    mine = {"matchLabels": {"app": name}}
+    if constraint == "anti-affinity":
+        spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": mine, "topologyKey": "kubernetes.io/hostname"}]}}  # fmt: skip
+    else:
+        del spec["nodeSelector"]
+        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                              "whenUnsatisfiable": "DoNotSchedule", "labelSelector": mine}]  # fmt: skip
+    return {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "selector": mine,
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+    }  # fmt: skip
+
+
+def test_loadline_scheduler_honours_anti_affinity_and_spread_of_deployments(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    """Where kube-scheduler would put them (issue 26): of two replicas with required anti-affinity on the hostname,
+    kept to the one real node, the first runs there and the second stays pending with kube-scheduler's reasons;
+    three replicas spread with maxSkew 1 over the hostname take one node each (the real node and both kwok nodes)."""
+    cluster = real_cluster
+    cluster.plane.apply([placed_deployment(cluster, workload_ns, "apart", 2, constraint="anti-affinity"),
+                         placed_deployment(cluster, workload_ns, "spread", 3, constraint="spread")])  # fmt: skip
+    nodes = [n["metadata"]["name"] for n in cluster.kubectl_json("get", "nodes")["items"]]
+
+    def started(app: str) -> list[dict[str, Any]]:
+        return [p for p in pods_by_label(cluster, workload_ns, f"app={app}")
+                if p["status"].get("phase") == "Running"]  # fmt: skip
+
+    def reason(p: dict[str, Any]) -> str:
+        conditions = p["status"].get("conditions") or []
+        return next((c.get("message", "") for c in conditions if c.get("type") == "PodScheduled"), "")
+
+    def apart_settled() -> bool:
+        items = pods_by_label(cluster, workload_ns, "app=apart")
+        return len(items) == 2 and len(started("apart")) == 1 and any(reason(p) for p in items
+                                                                       if not p["spec"].get("nodeName"))
+
+    wait_for("one running and one refused replica of 'apart'", apart_settled, 120, context=lambda: cluster.logs("scheduler"))
+    running_apart = started("apart")[0]
+    assert running_apart["spec"]["nodeName"] == cluster.node.name
+    pending = next(p for p in pods_by_label(cluster, workload_ns, "app=apart") if not p["spec"].get("nodeName"))
+    others = len(nodes) - 1
+    assert reason(pending) == (
+        f"0/{len(nodes)} nodes are available: 1 node(s) didn't match pod anti-affinity rules, {others} node(s) didn't "
+        f"match Pod's node affinity/selector. preemption: 0/{len(nodes)} nodes are available: 1 No preemption victims "
+        f"found for incoming pod, {others} Preemption is not helpful for scheduling."
+    )
+
+    wait_for("three running 'spread' replicas", lambda: len(started("spread")) == 3, 120,
+             context=lambda: cluster.logs("scheduler"))  # fmt: skip
+    spread_nodes = sorted(p["spec"]["nodeName"] for p in started("spread"))
+    assert spread_nodes == sorted([cluster.node.name, *cluster.kwok_nodes]), spread_nodes
+
+
 def victim_deployment(cluster: RealCluster, namespace: str, replicas: int) -> dict[str, Any]:
     spec = burner_pod("x", namespace, cores=0.01, mib=1, image=cluster.image,
                       resources={"requests": {"cpu": "10m", "memory": "16Mi"}})["spec"]  # fmt: skip
@@ -623,10 +686,11 @@ def test_helm_uninstall_leaves_nothing_of_loadline(real_cluster: RealCluster) ->
     real_cluster.uninstall()
 
     def left() -> list[str]:
-        names = real_cluster.plane.kubectl("get", "all,configmaps,serviceaccounts,roles,rolebindings", "-n", NAMESPACE,
-                                           "-o", "name").stdout.split()  # fmt: skip
-        cluster_scoped = real_cluster.plane.kubectl("get", "clusterroles,clusterrolebindings,priorityclasses", "-o",
-                                                    "name").stdout.split()  # fmt: skip
+        names = real_cluster.plane.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings", "-n",
+                                           NAMESPACE, "-o", "name").stdout.split()  # fmt: skip
+        cluster_scoped = real_cluster.plane.kubectl(
+            "get", "clusterroles,clusterrolebindings,priorityclasses,mutatingwebhookconfigurations,"
+            "validatingwebhookconfigurations", "-o", "name").stdout.split()  # fmt: skip
         return [n for n in names + cluster_scoped if "loadline" in n or "slo-controller" in n or "koord-" in n]
 
     # helm --wait returns once the workloads are gone; their pods terminate after.

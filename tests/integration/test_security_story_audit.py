@@ -44,6 +44,9 @@ def test_the_demo_story_gets_no_403_for_any_loadline_component(real_cluster: Rea
         for node in cluster.kwok_nodes:
             idle_nodemetric(cluster, node)
         set_descheduler_thresholds(cluster, low=LOW_THRESHOLDS, high=IDLE_HIGH_THRESHOLDS)
+        # The batch job's namespace and the profile that selects it (the demo keeps them for a look).
+        cluster.plane.kubectl("delete", "namespace", story.batch_namespace, "--wait=false", check=False)
+        cluster.plane.kubectl("delete", "clustercolocationprofile", demo.BATCH_PROFILE["metadata"]["name"], check=False)
     print(f"\nthe demo's story on the real cluster: {time.monotonic() - started:.0f}s; requests {calls.requests}")
     # The audit covers the whole story only if the story played: each step is one component's work.
     assert all(seen.values()), f"story steps not seen: {[step for step, ok in seen.items() if not ok]}"

@@ -3,10 +3,12 @@ each component is started with."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
 
+from tests.harness import koordinator
 from tests.harness.controlplane import CRDS_DIR
 from tests.harness.koordinator import (
     DEFAULT_LOAD_AWARE_ARGS,
@@ -90,3 +92,43 @@ def test_manager_argv_turns_webhooks_off_and_keeps_ports_on_loopback() -> None:
     assert "--controllers=nodemetric" in argv
     assert "--metrics-addr=127.0.0.1:1" in argv and "--health-probe-addr=127.0.0.1:2" in argv
     assert f"--config-namespace={KOORD_NAMESPACE}" in argv
+
+
+# --- koordlet beside the agent ---------------------------------------------------------------------------------
+REAL_NODE = {
+    "metadata": {"name": "box", "labels": {"kubernetes.io/hostname": "box"}},
+    "status": {
+        "capacity": {"cpu": "2", "memory": "24Gi", "pods": "110"},
+        "allocatable": {"cpu": "2", "memory": "23Gi", "pods": "110"},
+        "addresses": [{"type": "InternalIP", "address": "10.1.2.3"}, {"type": "Hostname", "address": "box"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 40123}},
+    },
+}
+
+
+def test_koordlet_view_node_is_never_a_place_for_pods() -> None:
+    view = koordinator.koordlet_view_node(REAL_NODE, "box-koordlet", {"metricReportIntervalSeconds": 30})
+    assert view["metadata"]["name"] == "box-koordlet"
+    assert view["metadata"]["labels"] == {koordinator.KOORDLET_VIEW_LABEL: "box"}
+    assert view["spec"]["unschedulable"] is True
+    assert {t["effect"] for t in view["spec"]["taints"]} == {"NoSchedule", "NoExecute"}
+    assert json.loads(view["metadata"]["annotations"]["node.koordinator.sh/colocation-strategy"]) == {
+        "metricReportIntervalSeconds": 30
+    }
+    # what koordlet reads of it: the real node's allocatable and the real kubelet's address and port
+    status = koordinator.koordlet_view_status(REAL_NODE)["status"]
+    assert status["allocatable"] == REAL_NODE["status"]["allocatable"]
+    assert status["addresses"][0] == {"type": "InternalIP", "address": "10.1.2.3"}
+    assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 40123}}
+
+
+def test_koordlet_argv_keeps_its_state_off_the_host_and_its_hands_off_cgroups(tmp_path: Path) -> None:
+    argv = koordinator.koordlet_argv(Path("/bin/koordlet"), Path("/k/config"), tmp_path, metrics_port=9999)
+    flags = dict(a.split("=", 1) for a in argv[1:])
+    assert flags["--addr"] == "127.0.0.1:9999"
+    gates = dict(g.split("=") for g in flags["--feature-gates"].split(","))
+    for gate in ("BECPUSuppress", "CPUBurst", "RdtResctrl", "NodeTopologyReport", "GroupIdentity", "BatchResource"):
+        assert gates[gate] == "false"
+    assert flags["--enable-nri-runtime-hook"] == "false"
+    for flag in ("--tsdb-path", "--prediction-checkpoint-filepath", "--audit-log-dir", "--runtime-hooks-addr"):
+        assert flags[flag].startswith(str(tmp_path)), flag

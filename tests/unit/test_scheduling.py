@@ -139,3 +139,69 @@ def test_label_selector_parse_refuses_node_selector_operators_and_names_the_fiel
         parse_label_selector({"matchExpressions": [{"key": "n", "operator": "Gt", "values": ["1"]}]}, "s")
     with pytest.raises(MalformedObjectError, match=r"s\.matchLabels\.app: expected a string"):
         parse_label_selector({"matchLabels": {"app": 1}}, "s")
+
+
+# --------------------------------------------------------------------------- pod affinity, topology spread
+def test_pod_affinity_terms_take_kube_schedulers_namespaces() -> None:
+    """newAffinityTerm: neither namespaces nor a namespaceSelector means the pod's own namespace; an empty
+    namespaceSelector selects every namespace; an absent labelSelector matches no pod."""
+    from common.api.scheduling import parse_pod_affinity
+
+    sel = {"matchLabels": {"app": "a"}}
+    parsed = parse_pod_affinity({
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": sel, "topologyKey": "zone"},
+            {"labelSelector": sel, "topologyKey": "zone", "namespaces": ["x"]},
+            {"labelSelector": sel, "topologyKey": "zone", "namespaceSelector": {}},
+            {"topologyKey": "zone", "namespaces": ["x"]},
+        ]},
+        "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 7, "podAffinityTerm": {"labelSelector": sel, "topologyKey": "host",
+                                              "namespaceSelector": {"matchLabels": {"team": "t"}}}}]},
+    }, "mine")
+    assert parsed is not None and parsed.term_count == 5
+    own, listed, everywhere, nothing = parsed.required_affinity
+    assert own.namespaces == frozenset({"mine"}) and own.matches("mine", {"app": "a"}, {})
+    assert not own.matches("other", {"app": "a"}, {})
+    assert listed.namespaces == frozenset({"x"}) and not listed.matches("mine", {"app": "a"}, {})
+    assert everywhere.namespaces == frozenset() and everywhere.matches("any", {"app": "a"}, {})
+    assert not nothing.matches("x", {"app": "a"}, {})
+    (weighted,) = parsed.preferred_anti_affinity
+    assert weighted.weight == 7 and weighted.term.matches("elsewhere", {"app": "a"}, {"team": "t"})
+    assert not weighted.term.matches("elsewhere", {"app": "a"}, {"team": "u"})
+    assert parse_pod_affinity({"nodeAffinity": {}}, "mine") is None
+    assert parse_pod_affinity(None, "mine") is None
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]}}, "topologyKey"),
+    ({"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 0, "podAffinityTerm": {"topologyKey": "z"}}]}}, "weight"),
+    ({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "z", "labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}}]}},
+     "operator"),
+])
+def test_malformed_pod_affinity_names_the_field(raw: dict[str, Any], field: str) -> None:
+    from common.api.scheduling import parse_pod_affinity
+
+    with pytest.raises(MalformedObjectError, match=field):
+        parse_pod_affinity(raw, "ns")
+
+
+def test_topology_spread_constraints_defaults_and_errors() -> None:
+    from common.api.scheduling import parse_topology_spread_constraints
+
+    (c,) = parse_topology_spread_constraints([{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule",
+                                               "labelSelector": {"matchLabels": {"a": "b"}},
+                                               "matchLabelKeys": ["pod-template-hash"]}])
+    assert (c.max_skew, c.min_domains, c.node_affinity_policy, c.node_taints_policy) == (2, None, "Honor", "Ignore")
+    assert c.match_label_keys == ("pod-template-hash",) and c.selector is not None
+    (nil,) = parse_topology_spread_constraints([{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "ScheduleAnyway",
+                                                 "nodeTaintsPolicy": "Honor", "minDomains": 3}])
+    assert nil.selector is None and nil.node_taints_policy == "Honor" and nil.min_domains == 3
+    for bad, field in (({"maxSkew": 0}, "maxSkew"), ({"whenUnsatisfiable": "Maybe"}, "whenUnsatisfiable"),
+                       ({"nodeAffinityPolicy": "Sometimes"}, "nodeAffinityPolicy"), ({"minDomains": 0}, "minDomains"),
+                       ({"topologyKey": ""}, "topologyKey")):
+        raw = {"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule", **bad}
+        with pytest.raises(MalformedObjectError, match=field):
+            parse_topology_spread_constraints([raw])

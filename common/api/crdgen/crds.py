@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from common.api.crdgen.colocation import colocation_profile_spec
 from common.api.crdgen.nodemetric import node_metric_spec, node_metric_status
 from common.api.crdgen.nodeslo import node_slo_spec
 from common.api.crdgen.podgroup import pod_group_schemas
@@ -241,5 +242,41 @@ def pod_group_sigs_k8s_crd() -> CRD:
     )
 
 
+def colocation_profile_crd() -> CRD:
+    spec = ".spec"
+    return CRD(
+        group="config.koordinator.sh",
+        kind="ClusterColocationProfile",
+        plural="clustercolocationprofiles",
+        singular="clustercolocationprofile",
+        scope="Cluster",
+        description="ClusterColocationProfile turns the pods it selects into colocated pods (QoS class, priority, "
+        "scheduler, batch resources) when they are created, so workloads need no editing.",
+        spec=colocation_profile_spec(),
+        status=empty_obj("Observed state of the profile (no fields; problems are Events on the profile)."),
+        short_names=("ccp",),
+        categories=("loadline",),
+        # What a person checks first: which pods (namespace and pod labels; kubectl prints a map as JSON, and a
+        # selector of matchExpressions only shows <none> here) and what they become.
+        columns=(
+            PrinterColumn(
+                "Namespace-Selector", "string", f"{spec}.namespaceSelector.matchLabels",
+                "Labels a pod's namespace must have (matchLabels; matchExpressions in the object).",
+            ),
+            PrinterColumn(
+                "Selector", "string", f"{spec}.selector.matchLabels",
+                "Labels a pod must have (matchLabels; matchExpressions in the object).",
+            ),
+            PrinterColumn("QoS", "string", f"{spec}.qosClass", "Koordinator QoS class the pods get."),
+            PrinterColumn("Priority-Class", "string", f"{spec}.priorityClassName", "PriorityClass the pods get."),
+            PrinterColumn("Scheduler", "string", f"{spec}.schedulerName", "Scheduler the pods are given to."),
+            PrinterColumn("Probability", "string", f"{spec}.probability", "Share of the selected pods mutated."),
+            AGE,
+        ),
+    )  # fmt: skip
+
+
 def all_crds() -> list[CRD]:
-    return [node_metric_crd(), node_slo_crd(), pod_group_x_k8s_crd(), pod_group_sigs_k8s_crd()]
+    return [
+        node_metric_crd(), node_slo_crd(), pod_group_x_k8s_crd(), pod_group_sigs_k8s_crd(), colocation_profile_crd(),
+    ]  # fmt: skip

@@ -132,6 +132,29 @@ def resource_list(description: str | None = None) -> Schema:
     return map_of(quantity(), description)
 
 
+def label_selector(description: str | None = None) -> Schema:
+    """A metav1.LabelSelector, as controller-gen renders it (atomic lists and map)."""
+    requirement = obj(
+        {
+            "key": string("The label key the requirement applies to."),
+            "operator": string("In, NotIn, Exists or DoesNotExist."),
+            "values": array(string(), "Values for In and NotIn (non-empty); empty for Exists and DoesNotExist.")
+            | {"x-kubernetes-list-type": "atomic"},
+        },
+        "One requirement: a key, an operator and values.",
+        required=["key", "operator"],
+    )
+    selector = obj(
+        {
+            "matchExpressions": array(requirement, "Requirements, all of which must hold.")
+            | {"x-kubernetes-list-type": "atomic"},
+            "matchLabels": string_map("Labels that must all be present with these values."),
+        },
+        description,
+    )
+    return selector | {"x-kubernetes-map-type": "atomic"}
+
+
 def condition(description: str | None = None) -> Schema:
     """A metav1.Condition with the validation the upstream type carries."""
     return obj(

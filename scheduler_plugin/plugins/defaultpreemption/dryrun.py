@@ -7,9 +7,12 @@ within each group from the most important down: add it back (AddPod) and keep it
 preemptor still fits, else it is a victim. Step k adds back the k-th potential victim of
 every node still in play, so each step is one vectorised Filter pass over those nodes.
 
-That all nodes share one simulated cycle state is sound because every Filter here judges
-a node by that node's own pods (requests, estimated load, labels, taints); a plugin that
-looked at other nodes' pods would need a state per node, as kube-scheduler clones it.
+That all nodes share one simulated cycle state is sound because every simulated change counts
+only for the node it was made on: most Filters judge a node by its own pods (requests,
+estimated load), and InterPodAffinity and PodTopologySpread, which count pods across a
+topology domain, add a pod's simulated change to the counts only when they judge the node it
+was added to or removed from — as kube-scheduler, which gives each node its own copy of the
+cycle state.
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ HOST_PATHS = tuple(
         "/etc/cni",
         "/opt/cni",
         "/etc/kubernetes",
+        "/var/lib/loadline",  # the chart's default hostPath of the agent's peak-model checkpoint
     )
 )
 IPTABLES = ("iptables", "ip6tables")
@@ -252,7 +253,7 @@ def kill_shims(marker: str) -> list[str]:
     return [f"kill shim {pid}" for pid in pids]
 
 
-def _tree_pids(tree: Path) -> set[int]:
+def tree_pids(tree: Path) -> set[int]:
     pids: set[int] = set()
     for procs in tree.rglob("cgroup.procs"):
         text = _read(procs) or ""
@@ -265,7 +266,7 @@ def kill_cgroup_tasks(timeout: float = 10) -> list[str]:
     deadline = time.monotonic() + timeout
     killed: set[int] = set()
     while True:
-        pids = set().union(*(_tree_pids(t) for t in kubepods_trees())) if kubepods_trees() else set()
+        pids = set().union(*(tree_pids(t) for t in kubepods_trees())) if kubepods_trees() else set()
         if not pids or time.monotonic() > deadline:
             break
         for pid in pids:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sys
@@ -28,7 +29,7 @@ from types import FrameType
 from tests.harness import build
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, http_ok, wait_until
-from tests.harness.realnode import containerd, machinelock
+from tests.harness.realnode import containerd, journal, machinelock
 from tests.harness.realnode.hoststate import HostSnapshot
 from tests.harness.realnode.kubelet import KubeletPorts, kubelet_component
 from tests.harness.realnode.network import host_ip, route_kubernetes_service
@@ -82,6 +83,8 @@ class RealNode:
         try:
             snapshot = HostSnapshot.take()  # before the node's directory exists: a refusal leaves nothing behind
             node = cls(plane, name, host_ip(), Path(tempfile.mkdtemp(prefix="loadline-node-")), snapshot)
+            # on disk before anything changes: a run killed outright is swept by the next one (journal.py)
+            journal.record(snapshot, root=node.root, shim_marker=node.shim_marker, pid=os.getpid())
         except BaseException:
             machinelock.release(lock)
             raise
@@ -146,6 +149,11 @@ class RealNode:
         containerd.import_image(self.root / "containerd", archive)
         _log(f"imported {archive.name} in {time.monotonic() - started:.1f}s")
 
+    @property
+    def shim_marker(self) -> str:
+        """In the command line of this node's containerd shims (and of nothing else): its socket's path."""
+        return str(containerd.socket_path(self.root / "containerd"))
+
     def components(self) -> list[Component]:
         return [c for c in (self.containerd, self.kubelet) if c is not None]
 
@@ -166,18 +174,15 @@ class RealNode:
             for component in (self.kubelet, self.containerd):
                 if component is not None:
                     component.stop()
-            self.restored = self.snapshot.restore(
-                roots=[self.root], shim_marker=str(containerd.socket_path(self.root / "containerd"))
-            )
+            self.restored = self.snapshot.restore(roots=[self.root], shim_marker=self.shim_marker)
             if self.restored:
                 _log("restored: " + "; ".join(self.restored))
             self.plane.kubectl("delete", "node", self.name, "--wait=false", check=False, timeout=30)
             shutil.rmtree(self.root, ignore_errors=True)
-            self.leftovers = self.snapshot.leftovers(
-                roots=[self.root], shim_marker=str(containerd.socket_path(self.root / "containerd"))
-            )
+            self.leftovers = self.snapshot.leftovers(roots=[self.root], shim_marker=self.shim_marker)
             if self.leftovers:
                 _log("LEFT BEHIND: " + "; ".join(self.leftovers))
+            journal.clear()  # restored as far as it goes; what is left is reported above and by the tests
             if self.lock is not None:
                 machinelock.release(self.lock)
                 self.lock = None

@@ -33,20 +33,21 @@ def _present(tool: str) -> bool:
     return os.path.exists(tool) if tool.startswith("/") else shutil.which(tool) is not None
 
 
-def missing_packages() -> list[str]:
-    return sorted({package for tool, package in REQUIRED.items() if not _present(tool)})
+def missing_packages(required: dict[str, str] | None = None) -> list[str]:
+    return sorted({package for tool, package in (required or REQUIRED).items() if not _present(tool)})
 
 
-def ensure_packages() -> None:
-    """`apt-get install` whatever is missing (once per machine); a failure names the packages."""
-    missing = missing_packages()
+def ensure_packages(required: dict[str, str] | None = None, *, purpose: str = "a real node") -> None:
+    """`apt-get install` whatever of `required` (tool or file -> package; default the real node's) is missing, once
+    per machine; a failure names the packages."""
+    missing = missing_packages(required)
     if not missing:
         return
     if shutil.which("apt-get") is None or os.geteuid() != 0:
         raise PackagesMissing(
-            f"a real node needs the Debian packages {missing} (apt-get install -y {' '.join(missing)})"
+            f"{purpose} needs the Debian packages {missing} (apt-get install -y {' '.join(missing)})"
         )
-    print(f"[realnode] apt-get install {' '.join(missing)}", file=sys.stderr, flush=True)
+    print(f"[harness] apt-get install {' '.join(missing)} for {purpose}", file=sys.stderr, flush=True)
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for argv in (
         ["apt-get", "update", "-qq"],
@@ -57,7 +58,7 @@ def ensure_packages() -> None:
             raise PackagesMissing(
                 f"{' '.join(argv)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
             )
-    still = missing_packages()
+    still = missing_packages(required)
     if still:
         raise PackagesMissing(f"still missing after apt-get install: {still}")
 

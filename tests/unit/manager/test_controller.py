@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from common.api.constants import BATCH_CPU, BATCH_MEMORY
+from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from common.api.nodemetric_digest import digest_node_metric
 from common.kube.events import EventRecorder
 from common.kube.reflector import Reflector
+from manager.adapters import NODE_RESOURCES
 from manager.batch import BatchWriter, status_patch
 from manager.controller import Controller
 from manager.main import main
@@ -157,8 +158,10 @@ def test_batch_resources_written_then_throttled_by_the_diff_threshold(setup: Any
     run(controller.reconcile("n1"))
     # cpu 10000 - 40% 4000 - system 500 - web 1000 = 4500; memory 20Gi - int(20Gi*0.35) - 1Gi - 2Gi
     memory = 20 * GI - int(20 * GI * 0.35) - GI - 2 * GI
-    assert status_patches(http) == [status_patch({BATCH_CPU: 4500, BATCH_MEMORY: memory})]
-    assert status_patches(http)[0]["status"]["capacity"] == {BATCH_CPU: "4500", BATCH_MEMORY: str(memory)}
+    # mid resources in the same write, as Koordinator's midresource plugin: no prodReclaimableMetric lends 0
+    written = {BATCH_CPU: 4500, BATCH_MEMORY: memory, MID_CPU: 0, MID_MEMORY: 0}
+    assert status_patches(http) == [status_patch(written, NODE_RESOURCES)]
+    assert status_patches(http)[0]["status"]["capacity"] == {k: str(v) for k, v in written.items()}
     assert controller.nodes.store["n1"]["status"]["allocatable"][BATCH_CPU] == "4500"  # our write, seen at once
 
     skipped = REGISTRY.get_sample_value("loadline_manager_batch_skipped_writes_total") or 0
@@ -183,8 +186,8 @@ def test_stale_nodemetric_or_colocation_off_removes_the_batch_resources(setup: A
     add_node(controller, http, node("n1", **{BATCH_CPU: "4500", BATCH_MEMORY: "1Gi"}))
     feed(controller.nodemetrics, "ADDED", nodemetric("n1", updated=NOW - timedelta(minutes=16)))
     run(controller.reconcile("n1"))
-    assert status_patches(http) == [status_patch({})]
-    assert status_patches(http)[0]["status"]["allocatable"] == {BATCH_CPU: None, BATCH_MEMORY: None}
+    assert status_patches(http) == [status_patch({}, NODE_RESOURCES)]
+    assert status_patches(http)[0]["status"]["allocatable"] == {n: None for n in NODE_RESOURCES}
     assert controller.batch.verdicts["n1"] is BatchVerdict.NODE_METRIC_EXPIRED
 
     # fresh again, then the node's own annotation turns colocation off
@@ -196,7 +199,7 @@ def test_stale_nodemetric_or_colocation_off_removes_the_batch_resources(setup: A
     disabled["metadata"]["annotations"]["node.koordinator.sh/colocation-strategy"] = '{"enable": false}'
     feed(controller.nodes, "MODIFIED", disabled)
     run(controller.reconcile("n1"))
-    assert status_patches(http)[-1] == status_patch({})
+    assert status_patches(http)[-1] == status_patch({}, NODE_RESOURCES)
     assert controller.batch.verdicts["n1"] is BatchVerdict.COLOCATION_DISABLED
 
 

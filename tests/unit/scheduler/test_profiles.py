@@ -32,16 +32,17 @@ def test_default_profile() -> None:
     volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # kube-scheduler's order
     assert names(fw.pre_filter_plugins) == [
         "PodFieldGuard", "Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", *volumes,
-        "LoadAwareScheduling",
+        "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling",
     ]
     # kube-scheduler's Filter order where it has the plugin: a node is reported under the first that rejects it.
     assert names(fw.filter_plugins) == [
         "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
-        *volumes, "LoadAwareScheduling",
+        *volumes, "PodTopologySpread", "InterPodAffinity", "LoadAwareScheduling",
     ]
     assert [(p.name, w) for p, w, _ in fw.score_plugins] == [
         ("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
-        ("LoadAwareScheduling", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("LoadAwareScheduling", 1),
+        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
     ]
     assert [n for n in names(fw.pre_score_plugins) if n in ("NodeAffinity", "NodeResourcesBalancedAllocation",
                                                              "ImageLocality")] == [
@@ -85,7 +86,8 @@ profiles:
     # The explicitly listed LoadAware keeps its place first with its own weight; NodeAffinity leaves Score only.
     assert [(p.name, w) for p, w, _ in hot.score_plugins] == [
         ("LoadAwareScheduling", 5), ("TaintToleration", 3), ("NodeResourcesFit", 1), ("VolumeBinding", 1),
-        ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
+        ("PodTopologySpread", 2), ("InterPodAffinity", 2), ("NodeResourcesBalancedAllocation", 1),
+        ("ImageLocality", 1),
     ]
     assert "NodeAffinity" in names(hot.filter_plugins)
     plugin = hot.plugins["LoadAwareScheduling"]

@@ -25,7 +25,7 @@ class Listener:
 
     def pod_deleted(self, key: str, pod: PodInfo | None) -> None: ...
 
-    def cluster_event(self, event: str) -> None:
+    def cluster_event(self, event: str, pod: PodInfo | None = None, old: PodInfo | None = None) -> None:
         self.events.append(event)
 
     def gang_changed(self, gang_key: str) -> None:
@@ -44,6 +44,9 @@ def test_the_default_profile_watches_node_metrics_both_pod_group_groups_and_the_
         # the volume plugins' (each resource once, however many plugins read it)
         ("PersistentVolumeClaim", ""), ("PersistentVolume", ""), ("StorageClass", storage), ("CSINode", storage),
         ("VolumeAttachment", storage), ("CSIDriver", storage), ("CSIStorageCapacity", storage),
+        # PodTopologySpread's default constraints read the pods' Services and controllers
+        ("Service", ""), ("ReplicationController", ""), ("ReplicaSet", "apps"), ("StatefulSet", "apps"),
+        ("Namespace", ""),  # InterPodAffinity's namespaceSelector
         ("NodeMetric", "slo.koordinator.sh"),
     ]
     without_loadaware = {
@@ -95,3 +98,38 @@ def test_how_a_change_wakes_pods_is_the_resources_own_declaration() -> None:
     assert listener.events == [NODE_METRIC]
     assert listener.gangs == ["default/g"]
     assert malformed.current() == [("PodGroup", "default/g (scheduling.x-k8s.io/v1alpha1)")]
+
+
+def test_pod_and_node_events_inter_pod_placement_waits_for() -> None:
+    """A pod becoming bound (by any scheduler) is AssignedPodAdd, a bound pod relabelled AssignedPodUpdate (what pod
+    affinity and spreading wait for), a known node deleted NodeDelete; namespaces go into their store and report
+    NamespaceChange."""
+    from scheduler_plugin.framework.events import (
+        ASSIGNED_POD_ADD,
+        ASSIGNED_POD_UPDATE,
+        NAMESPACE_CHANGE,
+        NODE_ADD,
+        NODE_DELETE,
+    )
+    from scheduler_plugin.plugins.interpodaffinity.namespaces import NAMESPACES, Namespaces
+    from tests.unit.scheduler.builders import node, pod
+
+    snapshot, listener = Snapshot(), Listener()
+    http = KubeHTTP(ClusterAccess("http://127.0.0.1:1"))
+    cache = ClusterCache(http, snapshot, listener, MalformedObjects(), resources=[NAMESPACES])
+    cache._on_node("ADDED", node("n1"), None)
+    pending = pod("p", labels={"app": "a"})
+    cache._on_pod("ADDED", pending, None)
+    bound = pod("p", labels={"app": "a"}, node_name="n1")
+    cache._on_pod("MODIFIED", bound, pending)
+    status_only = {**bound, "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    cache._on_pod("MODIFIED", status_only, bound)
+    relabelled = pod("p", labels={"app": "b"}, node_name="n1")
+    cache._on_pod("MODIFIED", relabelled, status_only)
+    cache._on_node("DELETED", node("n1"), None)
+    cache._on_node("DELETED", node("never-seen"), None)
+    namespaces = cache._store_handler(NAMESPACES, Namespaces)
+    namespaces("ADDED", {"metadata": {"name": "team-a", "labels": {"team": "a"}}}, None)
+    assert listener.events == [NODE_ADD, ASSIGNED_POD_ADD, ASSIGNED_POD_UPDATE, NODE_DELETE, NAMESPACE_CHANGE]
+    assert snapshot.store(Namespaces).labels("team-a") == {"team": "a"}
+    assert snapshot.store(Namespaces).labels("unknown") == {}

@@ -13,3 +13,12 @@ helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 app.kubernetes.io/part-of: loadline
 app.kubernetes.io/component: {{ . }}
 {{- end -}}
+
+{{- /* clientConfig of one of the manager's webhooks: the Service, or manager.webhook.url; args: w, ns, path */ -}}
+{{- define "loadline.webhookClient" -}}
+{{- if .w.url }}
+url: {{ printf "%s%s" (trimSuffix "/" .w.url) .path }}
+{{- else }}
+service: {name: loadline-webhook, namespace: {{ .ns }}, path: {{ .path }}, port: 443}
+{{- end }}
+{{- end }}

@@ -1,0 +1,56 @@
+"""The pure part of the koordlet side-by-side comparison (tests/integration/koordlet_beside.py): reading a NodeMetric
+into numbers and comparing two of them within ±5 % with absolute floors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.integration.koordlet_beside import MIB, Tolerances, compare, reading
+
+
+def status(node_cpu: str, pod_cpu: str, pod_memory: str, *, window: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "status": {
+            "updateTime": "2026-11-28T05:00:00Z",
+            "nodeMetric": {
+                "nodeUsage": {"resources": {"cpu": node_cpu, "memory": "4Gi"}},
+                "systemUsage": {"resources": {"cpu": "300m", "memory": "1Gi"}},
+                "aggregatedNodeUsages": [{"duration": "1m0s", "usage": window or {"avg": {}}}],
+            },
+            "podsMetric": [
+                {
+                    "namespace": "ns",
+                    "name": "burner",
+                    "podUsage": {"resources": {"cpu": pod_cpu, "memory": pod_memory}},
+                },
+                {"namespace": "ns", "name": "idle", "podUsage": {"resources": {"cpu": "2m", "memory": "10Mi"}}},
+            ],
+            "prodReclaimableMetric": {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}},
+        }
+    }
+
+
+def test_reading_takes_every_number_and_skips_cold_windows() -> None:
+    r = reading(
+        status("1200m", "400m", "160Mi", window={"avg": {"resources": {"cpu": "1", "memory": "4Gi"}}, "p99": {}})
+    )
+    assert r is not None
+    assert r.node == (1.2, 4.0 * 1024 * MIB)
+    assert r.pods["ns/burner"] == (0.4, 160.0 * MIB)
+    assert r.windows == {("1m0s", "avg"): (1.0, 4.0 * 1024 * MIB)}  # p99 is cold: {}
+    assert r.prod_reclaimable == (1.5, 1024.0 * MIB)
+    assert reading({"status": {}}) is None
+
+
+def test_within_five_percent_or_the_floor() -> None:
+    ours = reading(status("1240m", "410m", "160Mi"))
+    close = reading(status("1200m", "400m", "162Mi"))
+    assert ours is not None and close is not None
+    rows = {row.what: row for row in compare(ours, close, Tolerances())}
+    assert rows["nodeUsage cpu"].ok and rows["podsMetric ns/burner cpu"].ok
+    far = reading(status("1000m", "300m", "100Mi"))
+    assert far is not None
+    rows = {row.what: row for row in compare(ours, far, Tolerances())}
+    assert not rows["nodeUsage cpu"].ok  # 24 % apart
+    assert not rows["podsMetric ns/burner memory"].ok
+    assert rows["podsMetric ns/idle cpu"].ok  # 2m against 2m; and a few millicores apart would be within the floor
