@@ -4,6 +4,11 @@ Cycles run with `record=True`, so a result carries the FitError diagnosis and th
 per-plugin score arrays it computed anyway; keeping them costs no extra work, only
 memory, hence the bound (least recently attempted pods are dropped first). The cycle
 state and the Permit handle are not kept: they belong to the binding cycle.
+
+Of the attempt before the last only a summary is kept (`Earlier`): where it went and how it
+ended. A pod whose binding failed (e.g. in PreBind) is retried in a cluster its first attempt
+changed, so the last attempt alone would not say where, among how many equal nodes, the
+failure happened.
 """
 
 from __future__ import annotations
@@ -27,6 +32,18 @@ class PreemptionRecord:
     refused: tuple[str, ...] = ()  # candidates given up because the API server refused an eviction
 
 
+@dataclass(frozen=True, slots=True)
+class Earlier:
+    """The attempt before the last, in brief."""
+
+    at: float
+    attempts: int
+    outcome: str
+    message: str
+    node_name: str | None
+    tied_nodes: int
+
+
 @dataclass(slots=True)
 class Attempt:
     result: ScheduleResult
@@ -37,6 +54,7 @@ class Attempt:
     message: str = ""
     uid: str = ""
     preemption: PreemptionRecord | None = None
+    earlier: Earlier | None = None  # the attempt before this one, of the same pod (uid)
 
 
 class AttemptLog:
@@ -56,7 +74,12 @@ class AttemptLog:
         previous = self._entries.get(key)
         if preemption is None and previous is not None:
             preemption = previous.preemption  # the preemption that made room stays visible once the pod is placed
-        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption)
+        earlier = None
+        if previous is not None and previous.uid == uid:
+            earlier = Earlier(previous.at, previous.attempts, previous.outcome, previous.message,
+                              previous.result.node_name, previous.result.tied_nodes)
+        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption,
+                                     earlier)
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)

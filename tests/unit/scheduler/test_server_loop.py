@@ -20,6 +20,7 @@ from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import scheduler as scheduler_module
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed, same_scheduling_fields
+from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.queueing import EventInterests
 from scheduler_plugin.server.reporter import Reporter, condition_patch
 from scheduler_plugin.server.scheduler import Scheduler
@@ -213,6 +214,13 @@ def test_a_binding_that_fails_after_the_loop_went_idle_is_retried_after_its_back
             await asyncio.sleep(0.3)  # the loop has nothing else to do: it idles
             http.hold_bindings.set()  # the binding fails now, and the next attempt succeeds
             await until(lambda: http.bindings.get("default/p") == "n1", within=3.0)
+            # explain keeps where the failed attempt went and how it ended, beside the last one
+            status, doc = explain_pod(scheduler, "default", "p", is_leader=True)
+            assert status == 200 and doc["attempt"]["outcome"] == "bound" and doc["attempt"]["attempts"] == 2
+            earlier = doc["earlierAttempt"]
+            assert (earlier["attempts"], earlier["outcome"], earlier["node"], earlier["tiedNodes"]) == (
+                1, "bind-failed", "n1", 1)
+            assert "connection refused" in earlier["message"]
 
     asyncio.run(run())
 
