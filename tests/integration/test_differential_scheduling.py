@@ -11,6 +11,9 @@ must agree case by case:
 * where a pod preempts (every pod of a case has its own priority, so the best candidate is
   unique), on the nominated node and the victims;
 * where Loadline found a single best-scored node (`tiedNodes` 1 in its explain), on the node;
+* where a first attempt failed in PreBind on a node it names (a free in-tree PV matched by its own node affinity,
+  then by its CSI translation's: both schedulers do so) and the other scheduler chose another node, on the node
+  where Loadline's best was unique (its explain keeps the failed attempt's `tiedNodes`), as for a placement;
 * with volumes: bound, or waiting in PreBind for its claims to be provisioned on a node (the
   claims' `volume.kubernetes.io/selected-node`; no provisioner answers here), on which.
 
@@ -101,6 +104,9 @@ LOADLINE_NO_PREEMPTION = re.compile(
     r" preemption: (0/\d+ nodes are available: \d+ Preemption is not helpful for scheduling\.|"
     r"not eligible due to preemptionPolicy=Never\.)$")
 UNDECIDED = "(undecided)"
+# A PreBind failure that names the node it happened on (both schedulers' VolumeBinding: "binding volumes: pv ... node
+# affinity doesn't match node ..."), in a note made neutral (`_neutral`)
+PREBIND_ON_NODE = re.compile(r'^running PreBind plugin "[^"]+": .* node "b\d+-c\d+-<copy>-(\d+)"')
 SHOWN = 20  # disagreements printed in full (as their batch ends)
 CLAIMS_TIMEOUT = 60.0  # seconds for the PV controller to bind (or lose) a batch's claims
 
@@ -160,7 +166,7 @@ class Outcome:
     message: str | None = None  # the note of its first FailedScheduling event; None: placed at the first attempt
     nominated: int | None = None  # where preemption made room (the victims' Preempted events, else the status)
     victims: list[str] = field(default_factory=list)
-    tied: int | None = None  # Loadline only: nodes sharing the best total
+    tied: int | None = None  # Loadline only: nodes sharing the best total at the first attempt
     provisioning: bool = False  # `node` is where its claims are to be provisioned (PreBind waits for that)
 
     def brief(self) -> str:
@@ -176,6 +182,7 @@ class Tally:
     unschedulable: int = 0
     preempted: int = 0
     placement_checked: int = 0
+    prebind_elsewhere: int = 0  # one failed in PreBind on a node tied with the other's choice
     with_storage: int = 0  # cases with storage (the volumes dimension)
     storage_outcomes: dict[str, int] = field(default_factory=dict)  # of those: bound, provisioning, ... -> count
     disagreements: list[str] = field(default_factory=list)
@@ -329,13 +336,29 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
                 # kube-scheduler's NominatedNodeNameForExpectation (beta, on): a pod whose PreBind has work to do (its
                 # volumes) is nominated to its node first; Loadline does not (docs/scheduling-differences.md).
                 outcome.nominated = None
-            if copy.scheduler == SCHEDULER_NAME and outcome.node is not None:
-                status, doc = scheduler.get_json(f"/explain/{copy.namespace}/{name}")
-                if status == 200 and doc.get("attempt"):
-                    outcome.tied = doc["attempt"].get("tiedNodes")
+            if copy.scheduler == SCHEDULER_NAME and (outcome.node is not None or _prebind_node(outcome) is not None):
+                outcome.tied = _first_tied(scheduler, copy.namespace, name)
             per_case[case.index] = outcome
         out[copy.tag] = per_case
     return out
+
+
+def _first_tied(scheduler: LoadlineScheduler, namespace: str, name: str) -> int | None:
+    """How many nodes shared Loadline's best total at the pod's first attempt (its explain keeps the last attempt and
+    the one before it); None if neither is the first."""
+    status, doc = scheduler.get_json(f"/explain/{namespace}/{name}")
+    if status != 200:
+        return None
+    for attempt in (doc.get("attempt"), doc.get("earlierAttempt")):
+        if attempt and attempt.get("attempts") == 1:
+            return attempt.get("tiedNodes")
+    return None
+
+
+def _prebind_node(outcome: Outcome) -> int | None:
+    """The node a first attempt chose and then failed on in PreBind, where its note names it."""
+    match = PREBIND_ON_NODE.match(outcome.message or "")
+    return int(match.group(1)) if match else None
 
 
 def _neutral(message: str | None, copy: Copy) -> str | None:
@@ -380,8 +403,22 @@ def _compare(case: Case, kube: Outcome, ours: Outcome, tally: Tally) -> None:
     tally.cases += 1
     problems = []
     kube_message, our_message = _without_prefilter_postfilter(kube.message, ours.message)
+    # The node each chose at the first attempt, where one of them failed in PreBind there: which node fails PreBind
+    # is a matter of the node chosen, so on different nodes this is a placement, checked where Loadline's best was
+    # unique.
+    kube_chose = _prebind_node(kube) if kube.message is not None else kube.node
+    our_choice = _prebind_node(ours) if ours.message is not None else ours.node
+    chose_apart = (kube_chose is not None and our_choice is not None and kube_chose != our_choice
+                   and (_prebind_node(kube) is not None or _prebind_node(ours) is not None))
     if UNDECIDED in (kube.message, ours.message):
         problems.append(f"undecided after {DECIDE_TIMEOUT:.0f}s")
+    elif chose_apart:
+        if ours.tied == 1:
+            problems.append("node (Loadline's best total was unique; one of them failed in PreBind)")
+        elif ours.tied is None:
+            problems.append("node (one of them failed in PreBind; Loadline's first attempt is not in its explain)")
+        else:
+            tally.prebind_elsewhere += 1
     elif (kube.message is None) != (ours.message is None):
         problems.append("schedulable or not (first attempt)")
     elif kube_message != our_message:
@@ -616,6 +653,7 @@ def test_loadline_decides_like_kube_scheduler(diff_plane: ControlPlane) -> None:
     elapsed = time.monotonic() - started
     print(f"[differential] {tally.cases} cases in {elapsed:.0f}s: both bound {tally.bound} (same node checked where "
           f"Loadline's best was unique: {tally.placement_checked}), both unschedulable {tally.unschedulable}, "
+          f"PreBind failed for one on a node tied with the other's {tally.prebind_elsewhere}, "
           f"preemption {tally.preempted}; {len(tally.disagreements)} disagreements")
     if tally.with_storage:
         print(f"[differential] of them with storage: {tally.with_storage} ("
