@@ -58,7 +58,8 @@ PersistentVolumeClaims gets its claims' state (bound volume, class and binding m
 node a claim waits to be provisioned on, what PreBind is waiting for).
 
 The scheduler keeps the last attempt of its most recent pods in memory (and, in brief, the
-one before it: where it went and how it ended, e.g. a binding that failed in PreBind); ask the replica
+pod's last earlier attempt whose binding failed, e.g. in PreBind: on which node, among how many
+tied, and why); ask the replica
 that holds the leader Lease (a standby has not scheduled anything).
 """
 
@@ -127,12 +128,12 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
         lines.append(f"  nodes evaluated: {attempt['evaluatedNodes']}, feasible: {attempt['feasibleNodes']}"
                      + (f", chosen: {attempt['node']}" if attempt.get("node") else "")
                      + (f" (one of {tied} tied at the best total, picked at random)" if tied > 1 else ""))
-        earlier = doc.get("earlierAttempt")
-        if earlier:
-            where = f" on {earlier['node']}" if earlier.get("node") else ""
-            among = f" (one of {earlier['tiedNodes']} tied)" if (earlier.get("tiedNodes") or 0) > 1 else ""
-            lines.append(f"  before it (attempt #{earlier['attempts']}, {earlier['at']}): {earlier['outcome']}"
-                         f"{where}{among}" + (f": {earlier['message']}" if earlier.get("message") else ""))
+        failure = doc.get("lastBindFailure")
+        if failure:
+            where = f" on {failure['node']}" if failure.get("node") else ""
+            among = f" (one of {failure['tiedNodes']} tied)" if (failure.get("tiedNodes") or 0) > 1 else ""
+            lines.append(f"  binding failed earlier (attempt #{failure['attempts']}, {failure['at']}){where}{among}"
+                         + (f": {failure['message']}" if failure.get("message") else ""))
     nodes = doc.get("nodes") or []
     if nodes:
         rows = [("NODE", "VERDICT", "PLUGIN / TOTAL", "DETAIL")]

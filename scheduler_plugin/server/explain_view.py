@@ -157,11 +157,10 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         "tiedNodes": result.tied_nodes,
         "stale": attempt.uid != doc["uid"],
     }
-    earlier = attempt.earlier
-    if earlier is not None:
-        doc["earlierAttempt"] = {"at": _time(earlier.at), "attempts": earlier.attempts, "outcome": earlier.outcome,
-                                 "message": earlier.message, "node": earlier.node_name,
-                                 "tiedNodes": earlier.tied_nodes}
+    failure = attempt.bind_failure
+    if failure is not None:
+        doc["lastBindFailure"] = {"at": _time(failure.at), "attempts": failure.attempts, "node": failure.node_name,
+                                  "tiedNodes": failure.tied_nodes, "message": failure.message}
     nodes = []
     for entry in explain(result, snap):
         item: dict[str, Any] = {"node": entry.node, "feasible": not entry.rejected_by}

@@ -344,12 +344,12 @@ def _outcomes(client: Client, scheduler: LoadlineScheduler, cases: Sequence[Case
 
 
 def _first_tied(scheduler: LoadlineScheduler, namespace: str, name: str) -> int | None:
-    """How many nodes shared Loadline's best total at the pod's first attempt (its explain keeps the last attempt and
-    the one before it); None if neither is the first."""
+    """How many nodes shared Loadline's best total at the pod's first attempt (its explain keeps the last attempt and,
+    in brief, the last one whose binding failed); None if neither is the first."""
     status, doc = scheduler.get_json(f"/explain/{namespace}/{name}")
     if status != 200:
         return None
-    for attempt in (doc.get("attempt"), doc.get("earlierAttempt")):
+    for attempt in (doc.get("attempt"), doc.get("lastBindFailure")):
         if attempt and attempt.get("attempts") == 1:
             return attempt.get("tiedNodes")
     return None
