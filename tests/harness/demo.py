@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from common.api.quantity import Quantity
 from tests.harness import build
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node, read_audit_log
 from tests.harness.demo_monitoring import QUERIES, DemoPrometheus, graph_url, loopback_port
@@ -367,11 +368,12 @@ class Demo:
 
     def cpus(self, node: str) -> int:
         """A node's allocatable CPUs (the demo's kwok nodes have KWOK_CPU, the test session's more)."""
-        return int(self.get("node", node)["status"]["allocatable"]["cpu"])
+        return int(Quantity.parse(self.get("node", node)["status"]["allocatable"]["cpu"]).value())
 
     def batch_cpu(self, node: str) -> int:
         obj = self.get("node", node)
-        return int(obj["status"].get("allocatable", {}).get("kubernetes.io/batch-cpu", "0"))
+        # a quantity: the API server reads 2000 (milli-cores) back as "2k"
+        return int(Quantity.parse(obj["status"].get("allocatable", {}).get("kubernetes.io/batch-cpu", "0")).value())
 
     def story(self, image: str) -> dict[str, bool]:
         seen: dict[str, bool] = {}

@@ -186,7 +186,8 @@ def test_nodemetric_measures_a_real_pod_and_the_host(real_cluster: RealCluster, 
 def batch_allocatable(cluster: RealCluster) -> tuple[int, int]:
     node = cluster.kubectl_json("get", "node", cluster.node.name)
     allocatable = node["status"].get("allocatable") or {}
-    return int(allocatable.get("kubernetes.io/batch-cpu", "0")), int(
+    # the API server canonicalises quantities: a batch-cpu of 2000 (milli-cores) reads back as "2k"
+    return int(Quantity.parse(allocatable.get("kubernetes.io/batch-cpu", "0")).value()), int(
         Quantity.parse(allocatable.get("kubernetes.io/batch-memory", "0")).value()
     )
 
