@@ -11,10 +11,11 @@ PUSH ?=
 .PHONY: help demo env test lint unit integration components image cluster cluster-down crds bench clean fuzz
 
 help:
-	@echo "make demo          local cluster (this machine as a real node + kwok nodes), Loadline installed with helm, a story"
+	@echo "make demo          local cluster (this machine as a real node + kwok nodes), Loadline installed with helm, a story,"
+	@echo "                   and Prometheus on 127.0.0.1 scraping every Loadline component with the chart's rules"
 	@echo "make env           the line to eval so kubectl, helm and loadline talk to the demo cluster"
 	@echo "make test          lint + unit + integration tests against real Kubernetes components"
-	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it"
+	@echo "make cluster       start a local cluster and print its KUBECONFIG; make cluster-down stops it (and make demo's)"
 	@echo "make fuzz         hostile-input fuzzing on a real API server, 2,000 examples (LOADLINE_FUZZ_EXAMPLES=n),"
 	@echo "                  and 3,000 generated clusters against the real kube-scheduler (LOADLINE_DIFF_CASES=n,"
 	@echo "                  LOADLINE_DIFF_SEED=n; a random seed by default, printed)"
@@ -36,7 +37,7 @@ components: $(INSTALL_STAMP)
 	@$(PY) -m tests.harness.build
 	@echo "==> [setup] Koordinator v1.8.0 koord-scheduler, koord-descheduler, koord-manager (the peer; built once, cached)"
 	@$(PY) -m tests.harness.koordbuild
-	@echo "==> [setup] promtool (from Debian's prometheus package, for checking /metrics)"
+	@echo "==> [setup] promtool and prometheus (Debian's prometheus package: checking /metrics, the tests' and the demo's Prometheus)"
 	@$(PY) -m tests.harness.promtool >/dev/null
 
 image: $(INSTALL_STAMP)

@@ -22,13 +22,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from agent.collectors.cgroups import PsiScope
+from agent.qos.batch_resource import IsolationMode
 from common.api.nodemetric import NodeMemoryCollectPolicy
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 from common.config import ConfigError, load_settings
 
 ENV_PREFIX = "LOADLINE_AGENT"
-DEFAULT_METRICS_PORT = 9321
+DEFAULT_PORT = 9321
 # RFC 1123 subdomain: what a Node (and so a NodeMetric) may be called.
 _NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
@@ -59,6 +60,13 @@ def _list(value: Any) -> Any:
 def _bytes(value: Any) -> Any:
     if isinstance(value, str):
         return Quantity.parse(value.strip()).value()
+    return value
+
+
+def _on_off(value: Any) -> Any:
+    """true/false (YAML's on/off, or a flag's) for a mode that is on or off."""
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):
+        return "on" if str(value).lower() == "true" else "off"
     return value
 
 
@@ -123,7 +131,15 @@ class AgentSettings(BaseModel):
     # --- publishing
     publish: bool = Field(True, description="write the NodeMetric status (off: sample and export only)")
     qos_enforcement: bool = Field(
-        True, description="act on the node's NodeSLO (BE CPU suppress, BE memory evict) when it enables them"
+        True,
+        description="act on the node's NodeSLO (BE CPU suppress, BE memory evict) when it enables them, and hold "
+        "batch pods to their batch resources (--batch-isolation); off: measure only",
+    )
+    batch_isolation: Annotated[IsolationMode, BeforeValidator(_on_off)] = Field(
+        IsolationMode.ON,
+        description="with --qos-enforcement, set each batch pod's cgroups (cpu.shares, CFS quota, memory limit) from "
+        "its kubernetes.io/batch-cpu and batch-memory: on, dry-run (log and count what would be set, write nothing) "
+        "or off",
     )
     create_nodemetric: bool = Field(
         True, description="create the NodeMetric if missing (off when Koordinator's manager creates them)"
@@ -156,12 +172,16 @@ class AgentSettings(BaseModel):
     )
     prediction_max_pods: int = Field(512, ge=1, le=100000, description="pods with a model at most (~2.9 KiB each)")
 
-    # --- Prometheus and health
+    # --- Prometheus and health: the HTTP server, spelled as every component's (`--bind-address`, `--port`)
     metrics_enabled: bool = Field(True, description="serve /metrics, /healthz, /readyz")
-    metrics_address: str | None = Field(
-        None, description="listen address of the metrics server (unset: 0.0.0.0, standalone 127.0.0.1)"
+    bind_address: str | None = Field(
+        None,
+        description="listen address of /metrics, /healthz, /readyz (unset: 0.0.0.0, standalone 127.0.0.1; "
+        "formerly --metrics-address)",
     )
-    metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=0, le=65535, description="port (0: any free port)")
+    port: int = Field(
+        DEFAULT_PORT, ge=0, le=65535, description="HTTP port of /metrics (formerly --metrics-port); 0: any free port"
+    )
 
     # --- `--once`
     once_seconds: Seconds = Field(10.0, description="how long `--once` samples this machine")
@@ -253,6 +273,11 @@ FLAG_ALIASES: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# Settings renamed so that every component spells a meaning the same way: the old flag, YAML key and
+# LOADLINE_AGENT_* variable still work and log that they are deprecated (common/flags.py).
+RENAMED: Mapping[str, str] = {"metrics_port": "port", "metrics_address": "bind_address"}
+
+
 def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
@@ -267,7 +292,9 @@ def load(
     import os
 
     env = os.environ if environ is None else environ
-    settings = load_settings(AgentSettings, file=file, env_prefix=ENV_PREFIX, flags=flags, environ=env)
+    settings = load_settings(
+        AgentSettings, file=file, env_prefix=ENV_PREFIX, flags=flags, environ=env, renamed=RENAMED
+    )
     if settings.node_name is None and env.get("NODE_NAME"):
         try:
             return AgentSettings.model_validate({**settings.model_dump(), "node_name": env["NODE_NAME"]})
@@ -276,4 +303,4 @@ def load(
     return settings
 
 
-__all__ = ["ENV_PREFIX", "FLAG_ALIASES", "AgentSettings", "ConfigError", "flag_name", "load"]
+__all__ = ["ENV_PREFIX", "FLAG_ALIASES", "RENAMED", "AgentSettings", "ConfigError", "flag_name", "load"]

@@ -26,7 +26,7 @@ from typing import Any
 from agent import malloc
 from agent.collectors.files import COMPILED_READER
 from agent.collectors.registry import build_collectors
-from agent.config import FLAG_ALIASES, AgentSettings, flag_name, load
+from agent.config import FLAG_ALIASES, RENAMED, AgentSettings, flag_name, load
 from agent.loops import until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
 from agent.podwatch import CgroupPodDiscovery, LocalPods, PodWatch
@@ -35,6 +35,7 @@ from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
 from common.config import ConfigError
+from common.flags import add_deprecated_alias
 from common.kube.kubeconfig import KubeConfigError
 
 if typing.TYPE_CHECKING:
@@ -119,7 +120,8 @@ class NodeAgent(AgentProcess):
             from agent.qos.enforcer import QoSEnforcer
             from agent.qos.usage import usage_from_sampler
 
-            # Off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable.
+            # BE suppress and evict: off on the node until its NodeSLO sets resourceUsedThresholdWithBE.enable;
+            # batch isolation: on from the start (s.batch_isolation).
             self.qos = QoSEnforcer(
                 self.node_name,
                 http,
@@ -129,6 +131,7 @@ class NodeAgent(AgentProcess):
                 sys_root=s.sys_root,
                 interval_seconds=s.collect_interval_seconds,
                 pods=lambda: self.podwatch.index.objects(self.node_name),
+                batch_isolation=s.batch_isolation,
             )
         log.info(
             "%s for node %s: collect every %gs, %s, collectors %s, cgroup files read %s",
@@ -228,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
             )
         else:
             parser.add_argument(*flags, dest=name, default=None, metavar=name.upper(), help=help_text)
+    for old, new in RENAMED.items():
+        add_deprecated_alias(parser, flag_name(old), flag_name(new))
     return parser
 
 

@@ -76,13 +76,13 @@ class AgentProcess:
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     async def start_exporter(self, default_address: str, **extra: Any) -> None:
-        """/metrics, /healthz and /readyz (when metrics are on), on --metrics-address or `default_address`."""
+        """/metrics, /healthz and /readyz (when metrics are on) on --bind-address (or `default_address`), --port."""
         s = self.settings
         if not s.metrics_enabled:
             return
         self.exporter = Exporter(
-            s.metrics_address or default_address,
-            s.metrics_port,
+            s.bind_address or default_address,
+            s.port,
             live=self.self_metrics,
             health=self.healthy,
             ready=self.ready,

@@ -350,7 +350,7 @@ def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float, 
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
             env.update(PYTHONPATH=str(run.tree), HOME=tmp)
             env.pop("KUBECONFIG", None)
-            args = [sys.executable, "-m", "common", "agent", "--standalone", f"--cgroup-root={tmp}", "--metrics-port=0"]
+            args = [sys.executable, "-m", "common", "agent", "--standalone", f"--cgroup-root={tmp}", "--port=0"]
             agent = subprocess.Popen(
                 [*args, "--kubelet-url=", *run.args], env=env, cwd=run.tree, stderr=subprocess.PIPE, text=True
             )

@@ -85,7 +85,7 @@ def start_koord_scheduler(plane: ControlPlane, scheduler_name: str) -> Component
 # --------------------------------------------------------------------------- deschedulers
 def descheduler_configuration(kubeconfig: Path, namespace: str, interval: float) -> dict[str, Any]:
     """One koord-descheduler `DeschedulerConfiguration` for both deschedulers: LowNodeLoad on cpu (low 45 %,
-    high 65 % = LoadAware's threshold, as Loadline's README asks), anomaly after 2 rounds, the namespace of the
+    high 65 % = LoadAware's threshold, as docs/descheduler.md asks), anomaly after 2 rounds, the namespace of the
     run only; MigrationController evicting directly, every other limit at Koordinator's defaults."""
     return {
         "apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerConfiguration",

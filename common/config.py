@@ -5,6 +5,7 @@ A bad value stops the program at start with the field named (`ConfigError`).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -12,7 +13,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from common.flags import deprecation
+
 M = TypeVar("M", bound=BaseModel)
+log = logging.getLogger("loadline.config")
 
 
 class ConfigError(ValueError):
@@ -34,8 +38,13 @@ def load_settings(
     env_prefix: str | None = None,
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    renamed: Mapping[str, str] | None = None,
 ) -> M:
-    """Build `model` from a YAML file, `<PREFIX>_<FIELD>` environment variables and explicit flags (None = unset)."""
+    """Build `model` from a YAML file, `<PREFIX>_<FIELD>` environment variables and explicit flags (None = unset).
+
+    `renamed` maps a setting's old name to its field: the old YAML key and environment variable still set it, with
+    a warning (common/flags.py), unless the new name is given in the same source."""
+    renamed = renamed or {}
     values: dict[str, Any] = {}
     sources: list[str] = []
     if file is not None:
@@ -50,6 +59,11 @@ def load_settings(
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {path} must hold a mapping of settings, not {type(loaded).__name__}")
+        for old, new in renamed.items():
+            if old in loaded:
+                log.warning(deprecation(f"{old} (in {path})", new))
+                value = loaded.pop(old)
+                loaded.setdefault(new, value)
         values.update(loaded)
         sources.append(str(path))
     if env_prefix:
@@ -60,6 +74,13 @@ def load_settings(
                 variable = prefix + key.upper()
                 if variable in env:
                     values[name] = env[variable]
+                    sources.append(variable)
+        for old, new in renamed.items():
+            variable = prefix + old.upper()
+            if variable in env:
+                log.warning(deprecation(variable, prefix + new.upper()))
+                if prefix + new.upper() not in env:
+                    values[new] = env[variable]
                     sources.append(variable)
     if flags:
         values.update({k: v for k, v in flags.items() if v is not None})

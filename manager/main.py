@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from common.config import ConfigError, load_settings
+from common.flags import add_deprecated_alias
 from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
@@ -24,7 +25,7 @@ from common.logging import add_log_level_flag, setup_logging
 from manager.admission.service import AdmissionService
 from manager.controller import Controller
 from manager.server import start_http_server
-from manager.settings import ManagerSettings
+from manager.settings import RENAMED, ManagerSettings
 
 log = logging.getLogger("loadline.manager")
 
@@ -85,11 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--port",
-        "--metrics-port",
-        dest="metrics_port",
+        dest="port",
         type=int,
-        help=f"HTTP port of /healthz /readyz /metrics; 0 = off (default {_default('metrics_port')})",
+        help=f"HTTP port of /healthz /readyz /metrics (formerly --metrics-port); 0: any free port (default "
+        f"{_default('port')})",
     )
+    add_deprecated_alias(p, "--metrics-port", "--port")
     w = p.add_argument_group(
         "admission webhooks (Colocation Profile)",
         "HTTPS webhooks that apply ClusterColocationProfiles to new pods and check pods and profiles; every replica "
@@ -129,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k != "config"}
     try:
-        settings = load_settings(ManagerSettings, file=args.config, env_prefix="LOADLINE_MANAGER", flags=flags)
+        settings = load_settings(
+            ManagerSettings, file=args.config, env_prefix="LOADLINE_MANAGER", flags=flags, renamed=RENAMED
+        )
     except ConfigError as exc:
         print(f"loadline manager: {exc}", file=sys.stderr)
         return 2
@@ -217,12 +221,7 @@ async def run(settings: ManagerSettings) -> int:
             return "no valid slo-controller-config yet"
         return admission.ready() if admission is not None else None
 
-    runner = None
-    address = "off"
-    if settings.metrics_port:
-        runner, address = await start_http_server(
-            settings.bind_address, settings.metrics_port, healthy=healthy, ready=ready
-        )
+    runner, address = await start_http_server(settings.bind_address, settings.port, healthy=healthy, ready=ready)
     log.info(
         "manager started",
         extra={
@@ -249,8 +248,7 @@ async def run(settings: ManagerSettings) -> int:
             task.cancel()
         # Cancelling the elector releases the Lease (if we hold it) so a standby takes over now.
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
-        if runner is not None:
-            await runner.cleanup()
+        await runner.cleanup()
         await http.close()
         log.info("manager stopped")
     return status

@@ -8,6 +8,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 PositiveSeconds = Annotated[float, Field(gt=0)]
+# Settings renamed so that every component spells a meaning the same way (common/flags.py): the old YAML key and
+# LOADLINE_MANAGER_* variable still work, with a warning.
+RENAMED = {"metrics_port": "port"}
 
 
 class ManagerSettings(BaseModel):
@@ -25,7 +28,7 @@ class ManagerSettings(BaseModel):
     resync_seconds: PositiveSeconds = 60
     workers: Annotated[int, Field(ge=1, le=64)] = 4
     bind_address: str = "0.0.0.0"
-    metrics_port: Annotated[int, Field(ge=0, le=65535)] = 9091  # 0: no HTTP server
+    port: Annotated[int, Field(ge=0, le=65535)] = 9091  # /healthz /readyz /metrics; 0: any free port (logged)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool = False
     # --- the admission webhooks (Colocation Profile), served by every replica: manager/admission/ ---------

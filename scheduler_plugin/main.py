@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML (profiles, pluginConfig, "
                         "leaderElection, backoff)")
     parser.add_argument("--bind-address", default="0.0.0.0", help="address of the HTTP port (default: %(default)s)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="HTTP port of /healthz, /readyz, /metrics and /explain; 0: any free port "
+                        "(default: %(default)s)")  # fmt: skip
     parser.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=None,
                         help="elect a leader with a Lease before scheduling (default: leaderElection.leaderElect, "
                         "else on)")

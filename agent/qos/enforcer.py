@@ -12,7 +12,11 @@ It watches its own Node, its own NodeSLO and the pods bound to the node, and eve
   apps − max(system usage, node reserved), applied with the `cfsQuota` or `cpuset` policy (the
   other policy's setting restored, as koordlet does when the policy switches);
 - BE memory evict by deleting the pod (UID precondition; the chart's admission policy holds the
-  agent's deletes to its own node), with the cool-down.
+  agent's deletes to its own node), with the cool-down;
+- batch isolation (agent.qos.batch_isolation), whatever the NodeSLO says: each batch pod's cgroups held to its
+  batch-cpu / batch-memory. While suppression runs with the cfsQuota policy the batch pods' quotas are lifted (the
+  besteffort cgroup's quota holds them; on cgroup v1 a child's quota above its parent's is refused), before the
+  besteffort quota is set; otherwise they are set after it is lifted.
 
 Usage comes from `usage()` (the newest collect cycle); a round without fresh usage does not act.
 Stopping the enforcer leaves the cgroups as they are: an agent restart must not hand the node's
@@ -33,6 +37,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.qos import metrics
+from agent.qos.batch_isolation import BatchIsolator
+from agent.qos.batch_resource import IsolationMode, NodeLimits, cpu_normalization_ratio
 from agent.qos.becgroup import BECgroup, locate_be_cgroup
 from agent.qos.cpu_enforce import CpusetInputs, CPUSuppressor
 from agent.qos.cpuset import Processor
@@ -66,6 +72,7 @@ class QoSEnforcer:
         recorder: EventRecorder | None = None,
         pods: Callable[[], Iterable[Mapping[str, Any]]] | None = None,
         evict_cooldown_seconds: float = 4.0,
+        batch_isolation: IsolationMode = IsolationMode.ON,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node_name = node_name
@@ -87,6 +94,12 @@ class QoSEnforcer:
         recorder = recorder or EventRecorder(http, "loadline-agent", node_name)
         self.cpu = CPUSuppressor(self._be_cgroup)
         self.evictor = MemoryEvictor(http, recorder, cooldown_seconds=evict_cooldown_seconds, clock=clock)
+        self.batch: BatchIsolator | None = None
+        if batch_isolation is IsolationMode.OFF:
+            metrics.BATCH_MODE.labels(IsolationMode.OFF.value).set(1)
+        else:
+            dry_run = batch_isolation is IsolationMode.DRY_RUN
+            self.batch = BatchIsolator(self.cgroup_root, recorder, cgroup_parent=cgroup_parent, dry_run=dry_run)
         self.last_breakdown: SuppressBreakdown | None = None
         self._be: BECgroup | None = None
         self._processors: list[Processor] | None = None
@@ -120,6 +133,35 @@ class QoSEnforcer:
     async def step(self) -> None:
         thresholds = self._thresholds()
         enabled = thresholds is not None and thresholds.enable is True
+        policy = thresholds.cpu_suppress_policy if thresholds is not None else None
+        quota_suppress = enabled and policy is CPUSuppressPolicy.CFS_QUOTA
+        if quota_suppress:  # batch quotas lifted before the besteffort cgroup may get one
+            await self._batch_round(cfs_quota=False)
+        await self._be_round(thresholds, enabled)
+        if not quota_suppress:  # set after the besteffort quota was lifted
+            await self._batch_round(cfs_quota=True)
+
+    async def _batch_round(self, *, cfs_quota: bool) -> None:
+        if self.batch is None:
+            return
+        node = self.node_watch.store.get(self.node_name)
+        limits = NodeLimits(cpu_normalization_ratio=cpu_normalization_ratio(node))
+        if node is not None:
+            with contextlib.suppress(QuantityError, ValueError):  # a malformed Node: nothing clamped
+                facts = node_facts(node)
+                limits = NodeLimits(facts.capacity_cpu_milli or None, facts.capacity_memory_bytes or None,
+                                    limits.cpu_normalization_ratio)  # fmt: skip
+        try:
+            await self.batch.round(self._pods(), limits, cfs_quota=cfs_quota)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # batch isolation failing must not stop BE suppression or eviction
+            metrics.ERRORS.labels("batch_round").inc()
+            self._note("batch", f"batch isolation round failed: {type(exc).__name__}: {exc}", logging.ERROR)
+        else:
+            self._note("batch", "")
+
+    async def _be_round(self, thresholds: ResourceThresholdStrategy | None, enabled: bool) -> None:
         metrics.ENABLED.set(1 if enabled else 0)
         if thresholds is None or not enabled:
             self._note("enabled", "BE enforcement off (resourceUsedThresholdWithBE.enable is not true)")

@@ -19,3 +19,22 @@ SKIPPED_ROUNDS = Counter(
     "loadline_agent_qos_skipped_rounds_total", "Enforcement rounds that could not act, by reason", ["reason"]
 )
 ERRORS = Counter("loadline_agent_qos_errors_total", "Failures while enforcing, by what failed", ["what"])
+
+# --- batch resource isolation (agent.qos.batch_isolation)
+BATCH_MODE = Gauge(
+    "loadline_agent_qos_batch_isolation", "1 for the batch isolation mode in use: on, dry-run or off", ["mode"]
+)
+BATCH_PODS = Gauge("loadline_agent_qos_batch_pods", "Batch pods whose cgroups were held to their batch resources")
+BATCH_WRITES = Counter(
+    "loadline_agent_qos_batch_cgroup_writes_total",
+    "Batch pod cgroup values that differed from their batch resources, by resource (cpu_shares, cfs_quota, "
+    "memory_limit), level (pod, container) and result: set; dry_run (would have been set); deferred (a memory limit "
+    "below the working set); refused (the kernel said no); gone (the cgroup was removed meanwhile)",
+    ["resource", "level", "result"],
+)
+BATCH_POD_PROBLEMS = Counter(
+    "loadline_agent_qos_batch_pod_problems_total",
+    "Batch pods the agent could not hold as they ask, once per pod and problem: malformed (unreadable batch "
+    "resources), not_best_effort (a non-BE QoS label), above_node_capacity (held to the node's), unsafe_path",
+    ["reason"],
+)

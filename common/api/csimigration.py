@@ -65,6 +65,7 @@ class InTreeVolume:
 
     plugin: InTreePlugin
     handle: str  # the CSI volume handle ("" when the source cannot be translated: such a volume is not counted)
+    problem: str | None = None  # why a PersistentVolume cannot be translated, in the library's words
 
 
 def in_tree_source(spec: Mapping[str, Any]) -> tuple[InTreePlugin, Mapping[str, Any]] | None:
@@ -109,9 +110,11 @@ def persistent_volume(spec: Mapping[str, Any], labels: Mapping[str, str]) -> InT
     if plugin.name == GCE_PD:
         zones = (labels.get(LABEL_BETA_ZONE) or labels.get(LABEL_ZONE) or "").split(MULTI_ZONE_DELIMITER)
         name = _text(source, "pdName")
-        if len(zones) > 1:
-            region = _gce_region(zones)
-            handle = f"projects/UNSPECIFIED/regions/{region}/disks/{name}" if region else ""
+        if len(zones) > 1:  # a regional disk: every zone must be {locale}-{region}-{zone} of one region
+            try:
+                handle = f"projects/UNSPECIFIED/regions/{_gce_region(zones)}/disks/{name}"
+            except TranslationError as exc:
+                return InTreeVolume(plugin, "", f"failed to get region from zones: {exc}")
         else:
             handle = f"projects/UNSPECIFIED/zones/{zones[0] or 'UNSPECIFIED'}/disks/{name}"
         return InTreeVolume(plugin, handle)
@@ -129,13 +132,17 @@ def _ebs_volume_id(volume_id: str) -> str:
 
 
 def _gce_region(zones: list[str]) -> str:
+    """gceGetRegionFromZones (csi-translation-lib plugins/gce_pd.go), its errors word for word."""
     regions = set()
     for zone in zones:
         parts = zone.split("-")
         if len(parts) != 3:
-            return ""
+            raise TranslationError(f"zone in unexpected format, expected: {{locale}}-{{region}}-{{zone}}, got: {zone}")
         regions.add("-".join(parts[:2]))
-    return regions.pop() if len(regions) == 1 else ""
+    if len(regions) != 1:  # (Go prints the set as a map)
+        raise TranslationError("multiple or no regions gotten from zones, got: map["
+                               + " ".join(f"{r}:{{}}" for r in sorted(regions)) + "]")
+    return regions.pop()
 
 
 # --------------------------------------------------------------------------- topology of a migrated PV

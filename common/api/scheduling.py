@@ -9,11 +9,24 @@ A malformed field raises `MalformedObjectError` naming it; the caller logs and s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from common.api.malformed import MalformedObjectError
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_int64(text: str) -> int | None:
+    """strconv.ParseInt(text, 10, 64), how Gt/Lt read a requirement's value and a label's: no spaces, no
+    underscores, within int64; None where Go fails."""
+    if _INT64.fullmatch(text) is None:
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
 
 LABEL_SELECTOR_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 NODE_SELECTOR_OPERATORS = LABEL_SELECTOR_OPERATORS | {"Gt", "Lt"}
@@ -83,10 +96,9 @@ class Requirement:
             return value is None
         if op not in ("Gt", "Lt") or value is None or len(self.values) != 1:
             return False
-        try:
-            have = int(value)
-            want = self.number if self.number is not None else int(self.values[0])
-        except ValueError:
+        have = parse_int64(value)
+        want = self.number if self.number is not None else parse_int64(self.values[0])
+        if have is None or want is None:
             return False  # a label that is no integer matches neither Gt nor Lt
         return have > want if op == "Gt" else have < want
 
@@ -234,10 +246,9 @@ def _parse_requirement(raw: Any, field: str, operators: frozenset[str] = NODE_SE
     if operator in ("Gt", "Lt"):
         if len(values) != 1:
             raise MalformedObjectError(f"{field}.values: {operator} needs exactly one value")
-        try:
-            number = int(values[0])
-        except ValueError:
-            raise MalformedObjectError(f"{field}.values[0]: {values[0]!r} is not an integer") from None
+        number = parse_int64(values[0])
+        if number is None:
+            raise MalformedObjectError(f"{field}.values[0]: {values[0]!r} is not an integer")
     return Requirement(key, operator, values, number)
 
 

@@ -10,6 +10,7 @@ says so in `affinity_problem`, as kube-scheduler's node selector does (such a te
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -28,7 +29,14 @@ from common.api.csimigration import (
 )
 from common.api.malformed import MalformedObjectError
 from common.api.quantity import Quantity, QuantityError
-from common.api.scheduling import LabelSelector, Requirement, parse_label_selector, parse_selector_term, string_map
+from common.api.scheduling import (
+    LabelSelector,
+    Requirement,
+    parse_int64,
+    parse_label_selector,
+    parse_selector_term,
+    string_map,
+)
 
 ANN_BIND_COMPLETED: Final = "pv.kubernetes.io/bind-completed"
 ANN_BOUND_BY_CONTROLLER: Final = "pv.kubernetes.io/bound-by-controller"
@@ -93,10 +101,12 @@ class VolumeAffinity:
 
     A PV's node is judged by labels only: matchFields find no node fields there and are ignored, so a term
     of matchFields alone matches every node (its `expressions` are empty). Terms that are empty or cannot
-    be read match no node and are left out; `problem` names the first unreadable one."""
+    be read match no node and are left out; `problem` names the first unreadable one, `errors` says what
+    kube-scheduler's node selector finds wrong with them, in its words."""
 
     terms: tuple[tuple[Requirement, ...], ...]
     problem: str | None = None
+    errors: tuple[str, ...] = ()
     # Hashed once: thousands of PVs are grouped by their affinity every scheduling cycle.
     _hash: int = field(init=False, repr=False, compare=False, default=0)
 
@@ -109,6 +119,14 @@ class VolumeAffinity:
     def matches(self, labels: Mapping[str, str]) -> bool:
         return any(all(req.matches(labels.get(req.key)) for req in term) for term in self.terms)
 
+    def mismatch(self) -> str:
+        """volume.CheckNodeAffinity's error on a node no term matches: the unreadable terms' errors (an
+        aggregate), else "no matching NodeSelectorTerms"."""
+        if not self.errors:
+            return "no matching NodeSelectorTerms"
+        unique = list(dict.fromkeys(self.errors))
+        return unique[0] if len(unique) == 1 else f"[{', '.join(unique)}]"
+
 
 def parse_volume_affinity(raw: Any, where: str) -> VolumeAffinity | None:
     """None: no required node affinity, every node matches."""
@@ -118,7 +136,9 @@ def parse_volume_affinity(raw: Any, where: str) -> VolumeAffinity | None:
     terms_raw = required.get("nodeSelectorTerms") if isinstance(required, Mapping) else None
     terms: list[tuple[Requirement, ...]] = []
     problem: str | None = None
+    errors: list[str] = []
     for i, term_raw in enumerate(terms_raw if isinstance(terms_raw, list) else []):
+        errors += _integer_errors(term_raw, i)
         try:
             term = parse_selector_term(term_raw, f"{where}.required.nodeSelectorTerms[{i}]")
         except MalformedObjectError as exc:
@@ -126,7 +146,24 @@ def parse_volume_affinity(raw: Any, where: str) -> VolumeAffinity | None:
             continue
         if not term.is_empty:
             terms.append(term.match_expressions)
-    return VolumeAffinity(tuple(terms), problem)
+    return VolumeAffinity(tuple(terms), problem, tuple(errors))
+
+
+def _integer_errors(term: Any, index: int) -> list[str]:
+    """The one way a PV's node affinity the API server accepts is unreadable: Gt/Lt with a value that is no
+    integer (its validation counts the values, it does not parse them). As the node selector words it
+    (k8s.io/apimachinery labels.NewRequirement)."""
+    expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+    out = []
+    for j, expression in enumerate(expressions if isinstance(expressions, list) else []):
+        if not isinstance(expression, Mapping) or expression.get("operator") not in ("Gt", "Lt"):
+            continue
+        values = expression.get("values")
+        for k, value in enumerate(values if isinstance(values, list) else []):
+            if parse_int64(str(value)) is None:
+                out.append(f"nodeSelectorTerms[{index}].matchExpressions[{j}].values[{k}]: Invalid value: "
+                           f"{json.dumps(str(value))}: for 'Gt', 'Lt' operators, the value must be an integer")
+    return out
 
 
 # --------------------------------------------------------------------------- PersistentVolume
@@ -186,8 +223,9 @@ def parse_persistent_volume(obj: Mapping[str, Any]) -> PersistentVolume:
     csi = (_text(csi_raw, "driver"), _text(csi_raw, "volumeHandle")) if isinstance(csi_raw, Mapping) else None
     affinity = parse_volume_affinity(spec.get("nodeAffinity"), "spec.nodeAffinity")
     in_tree = persistent_volume(spec, labels) if csi is None else None
-    migrated, migration_problem = affinity, None
-    if in_tree is not None and in_tree.plugin.name in MIGRATION_ON and in_tree.plugin.topology_key is not None:
+    migrated, migration_problem = affinity, in_tree.problem if in_tree is not None else None
+    if (in_tree is not None and migration_problem is None and in_tree.plugin.name in MIGRATION_ON
+            and in_tree.plugin.topology_key is not None):  # fmt: skip
         try:
             translated = migrated_node_affinity(spec.get("nodeAffinity"), labels, in_tree.plugin.topology_key)
             migrated = parse_volume_affinity(translated, "spec.nodeAffinity")

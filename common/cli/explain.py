@@ -57,7 +57,9 @@ which members are bound, waiting in Permit for the rest, or still pending. A pod
 PersistentVolumeClaims gets its claims' state (bound volume, class and binding mode, the
 node a claim waits to be provisioned on, what PreBind is waiting for).
 
-The scheduler keeps the last attempt of its most recent pods in memory; ask the replica
+The scheduler keeps the last attempt of its most recent pods in memory (and, in brief, the
+pod's last earlier attempt whose binding failed, e.g. in PreBind: on which node, among how many
+tied, and why); ask the replica
 that holds the leader Lease (a standby has not scheduled anything).
 """
 
@@ -126,6 +128,12 @@ def render(doc: dict[str, Any], max_nodes: int = 40) -> str:
         lines.append(f"  nodes evaluated: {attempt['evaluatedNodes']}, feasible: {attempt['feasibleNodes']}"
                      + (f", chosen: {attempt['node']}" if attempt.get("node") else "")
                      + (f" (one of {tied} tied at the best total, picked at random)" if tied > 1 else ""))
+        failure = doc.get("lastBindFailure")
+        if failure:
+            where = f" on {failure['node']}" if failure.get("node") else ""
+            among = f" (one of {failure['tiedNodes']} tied)" if (failure.get("tiedNodes") or 0) > 1 else ""
+            lines.append(f"  binding failed earlier (attempt #{failure['attempts']}, {failure['at']}){where}{among}"
+                         + (f": {failure['message']}" if failure.get("message") else ""))
     nodes = doc.get("nodes") or []
     if nodes:
         rows = [("NODE", "VERDICT", "PLUGIN / TOTAL", "DETAIL")]

@@ -3,7 +3,7 @@
 The planning core (this package's exports, entry point :func:`plan_round`) is pure: no API I/O.
 The daemon around it (`loadline descheduler`, main.py) lives in adapters/inputs (API objects →
 core records), controller (the round loop), evictor (Eviction API, events), health and metrics;
-README.md in this directory describes it.
+docs/descheduler.md describes it.
 """
 
 from scheduler_plugin.descheduler.anomaly import AnomalyDetector, DetectorState, DetectorStore

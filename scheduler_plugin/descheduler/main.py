@@ -48,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--bind-address", default=host, help="address of /healthz, /readyz and /metrics (default %(default)s)"
     )
-    p.add_argument("--port", type=int, default=int(port), help="HTTP port (default %(default)s; 0 picks a free one)")
+    p.add_argument(
+        "--port", type=int, default=int(port), help="HTTP port of /healthz, /readyz and /metrics; 0: any free port "
+        "(default %(default)s)"
+    )  # fmt: skip
     p.add_argument("--leader-elect", action=argparse.BooleanOptionalAction, default=True, help="elect a leader (Lease)")
     p.add_argument(
         "--lease-namespace",

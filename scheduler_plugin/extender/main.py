@@ -77,7 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="KubeSchedulerConfiguration YAML selecting and configuring the plugins (default: LoadAwareScheduling)",
     )
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="HTTP port (default: %(default)s)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help="HTTP port of the verbs, /healthz, /readyz and /metrics; 0: any free port (default: %(default)s)",
+    )
     parser.add_argument(
         "--bind-address", default="0.0.0.0", metavar="ADDR", help="address to listen on (default: %(default)s)"
     )

@@ -68,7 +68,19 @@ class PluginCall:
         if exc is None or isinstance(exc, PluginFailed) or not isinstance(exc, Exception):
             return
         log.error("%s plugin %s failed", self._point, self._plugin, exc_info=exc)
-        raise PluginFailed(Status.error(f"running {self._point} plugin {self._plugin}: {exc}", self._plugin)) from exc
+        raise PluginFailed(Status.error(f"{error_context(self._point, self._plugin)}: {exc}", self._plugin)) from exc
+
+
+def error_context(point: str, plugin: str) -> str:
+    """Where an Error happened, in kube-scheduler's words (pkg/scheduler/framework/runtime/framework.go), so that a
+    FailedScheduling event reads the same from either scheduler."""
+    if point == "Filter":
+        return f'running "{plugin}" filter plugin'
+    if point in ("AddPod", "RemovePod"):
+        return f'running {point} on PreFilter plugin "{plugin}"'
+    if point == "Score":
+        return f'running Score plugins: plugin "{plugin}" failed with'
+    return f'running {point} plugin "{plugin}"'
 
 
 def code_of(result: object) -> Code:
@@ -87,5 +99,5 @@ def code_of(result: object) -> Code:
 def failed_status(point: str, plugin: Plugin, status: Status) -> Status:
     """A plugin's non-success answer, attributed to it; an Error also says where it happened."""
     if status.code is Code.ERROR:
-        return Status.error(f"running {point} plugin {plugin.name}: {status.message}", plugin.name)
+        return Status.error(f"{error_context(point, plugin.name)}: {status.message}", plugin.name)
     return status.with_plugin(plugin.name)

@@ -14,7 +14,6 @@ take of each node (`requested`) is kept here and accounted by `snapshot.Snapshot
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from common.api import constants as c
 from common.api.malformed import MalformedObjectError
 from common.api.pod import scalar
 from common.api.quantity import Quantity, QuantityError
-from common.api.scheduling import HostPort, Taint, parse_taints, string_map
+from common.api.scheduling import HostPort, Taint, parse_int64, parse_taints, string_map
 from scheduler_plugin.framework.images import ImageTable, parse_node_images
 from scheduler_plugin.framework.podinfo import PodInfo
 
@@ -38,7 +37,6 @@ BoolArray = NDArray[np.bool_]
 IndexArray = NDArray[np.intp]
 
 _snapshot_ids = itertools.count(1)
-_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 class NodeInfo:
@@ -375,13 +373,9 @@ def _set_label_cell(column: LabelColumn, i: int, value: str | None) -> None:
         return
     code = column.vocab.setdefault(value, len(column.vocab))
     column.codes[i] = code
-    if _INTEGER.fullmatch(value) is None:  # strconv.ParseInt(value, 10, 64): no spaces or underscores
-        column.is_number[i] = False
-        return
-    number = int(value)
-    in_range = -(2**63) <= number < 2**63
-    column.numbers[i] = number if in_range else 0
-    column.is_number[i] = in_range
+    number = parse_int64(value)
+    column.numbers[i] = number if number is not None else 0
+    column.is_number[i] = number is not None
 
 
 def _extend_label_column(column: LabelColumn, rows: int) -> None:

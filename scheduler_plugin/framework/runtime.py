@@ -404,8 +404,8 @@ class Framework:
                 if answer.is_success() or answer.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     status = answer.with_plugin(plugin.name)
                     break
-                if not answer.is_rejected():
-                    result, status = None, failed_status("PostFilter", plugin, answer)
+                if not answer.is_rejected():  # (its own words, as RunPostFilterPlugins keeps them)
+                    result, status = None, Status.error(answer.message, plugin.name)
                     break
                 kept = result if result is not None else kept
                 reasons.extend(answer.reasons)

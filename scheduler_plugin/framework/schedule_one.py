@@ -15,6 +15,7 @@ releases its reservations together.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from scheduler_plugin.framework.runtime import Framework, NodeScores, PermitOutc
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.framework.waiting_pods import WaitingPod
+
+log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -210,10 +213,13 @@ def select_host(scores: NodeScores, rng: random.Random) -> tuple[int, int]:
 def _unschedulable(
     framework: Framework, state: CycleState, pod: PodInfo, snap: Snapshot, diagnosis: Diagnosis, *, evaluated: int
 ) -> ScheduleResult:
-    """No node fits: PostFilter may nominate one (after preemption); the result is the FitError."""
+    """No node fits: PostFilter may nominate one (after preemption); the result is the FitError. An Error of
+    PostFilter (e.g. a Filter failing in preemption's simulation) is logged and said in the FitError: the pod
+    stays unschedulable, as with kube-scheduler (schedule_one.go schedulingCycle)."""
     nominated, status = framework.run_post_filter(state, pod, snap, diagnosis)
-    if not status.is_success() and not status.is_rejected():
-        return ScheduleResult(pod, status, state=state)
+    if status.code is Code.ERROR:
+        log.error("PostFilter failed for %s: %s", pod.key, status.message)
+        nominated = None
     diagnosis.postfilter_msg = status.message
     return ScheduleResult(
         pod,

@@ -140,12 +140,14 @@ class NodeVolumeLimits:
             new.pop(unique, None)  # a volume already on the node is not attached again
             counts[driver] = counts.get(driver, 0) + 1
         pvs = snapshot.store(PersistentVolumes)
+        by_attachments: Volumes = {}  # a volume attached twice is one volume
         for attachment in snapshot.store(VolumeAttachments).on_node(csi_node.name):
             pv = pvs.get(attachment.volume) if attachment.attacher and attachment.volume else None
-            if pv is None or pv.csi is None:
-                continue
-            if f"{attachment.attacher}/{pv.csi[1]}" not in attached:
-                counts[attachment.attacher] = counts.get(attachment.attacher, 0) + 1
+            if pv is not None and pv.csi is not None:
+                by_attachments[f"{attachment.attacher}/{pv.csi[1]}"] = attachment.attacher
+        for unique, driver in by_attachments.items():
+            if unique not in attached:
+                counts[driver] = counts.get(driver, 0) + 1
         wanted: dict[str, int] = {}
         for driver in new.values():
             wanted[driver] = wanted.get(driver, 0) + 1

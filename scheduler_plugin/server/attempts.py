@@ -4,6 +4,11 @@ Cycles run with `record=True`, so a result carries the FitError diagnosis and th
 per-plugin score arrays it computed anyway; keeping them costs no extra work, only
 memory, hence the bound (least recently attempted pods are dropped first). The cycle
 state and the Permit handle are not kept: they belong to the binding cycle.
+
+Of the pod's last attempt whose binding failed (e.g. in PreBind) a summary is kept beside the
+last attempt (`BindFailure`): such a pod is retried in a cluster the failed attempt changed (a PV
+it bound, a claim's selected node), so its later attempts alone would not say where, among how
+many equally good nodes, the failure happened.
 """
 
 from __future__ import annotations
@@ -27,6 +32,20 @@ class PreemptionRecord:
     refused: tuple[str, ...] = ()  # candidates given up because the API server refused an eviction
 
 
+BIND_FAILED = "bind-failed"  # the outcome of an attempt whose binding cycle failed (PreBind, Bind, the API server)
+
+
+@dataclass(frozen=True, slots=True)
+class BindFailure:
+    """An attempt whose binding failed, in brief."""
+
+    at: float
+    attempts: int  # which attempt of the pod it was
+    message: str
+    node_name: str | None
+    tied_nodes: int
+
+
 @dataclass(slots=True)
 class Attempt:
     result: ScheduleResult
@@ -37,6 +56,7 @@ class Attempt:
     message: str = ""
     uid: str = ""
     preemption: PreemptionRecord | None = None
+    bind_failure: BindFailure | None = None  # the last earlier attempt of the pod (uid) whose binding failed
 
 
 class AttemptLog:
@@ -56,7 +76,14 @@ class AttemptLog:
         previous = self._entries.get(key)
         if preemption is None and previous is not None:
             preemption = previous.preemption  # the preemption that made room stays visible once the pod is placed
-        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption)
+        bind_failure = None
+        if previous is not None and previous.uid == uid:
+            bind_failure = previous.bind_failure
+            if previous.outcome == BIND_FAILED:
+                bind_failure = BindFailure(previous.at, previous.attempts, previous.message, previous.result.node_name,
+                                           previous.result.tied_nodes)
+        self._entries[key] = Attempt(slim, profile, at, attempts, outcome, result.status.message, uid, preemption,
+                                     bind_failure)
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)

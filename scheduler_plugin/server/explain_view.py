@@ -153,6 +153,11 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         "tiedNodes": result.tied_nodes,
         "stale": attempt.uid != doc["uid"],
     }
+    failure = attempt.bind_failure
+    if failure is not None:
+        doc["lastBindFailure"] = {"at": format_time(failure.at, micro=True), "attempts": failure.attempts,
+                                  "node": failure.node_name, "tiedNodes": failure.tied_nodes,
+                                  "message": failure.message}
     nodes = []
     for entry in explain(result, snap):
         item: dict[str, Any] = {"node": entry.node, "feasible": not entry.rejected_by}

@@ -38,7 +38,7 @@ from scheduler_plugin.plugins.coscheduling.gangs import member_keys
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.server import metrics as m
-from scheduler_plugin.server.attempts import AttemptLog
+from scheduler_plugin.server.attempts import BIND_FAILED, AttemptLog
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.preemption import PreemptionExecutor
 from scheduler_plugin.server.queueing import FLUSH, EventInterests
@@ -383,7 +383,7 @@ class Scheduler:
         if key in self.binder.abandoned:
             self.binder.abandoned.discard(key)
             self.enqueued_at.pop(key, None)
-            self.attempts.mark(key, "bind-failed", status.message)
+            self.attempts.mark(key, BIND_FAILED, status.message)
             log.info("dropping %s: %s", key, status.message, extra=ctx(pod=key))
             self._move(ASSIGNED_POD_DELETE)
             return
@@ -399,7 +399,7 @@ class Scheduler:
         m.SCHEDULE_ATTEMPTS.labels("error", profile).inc()
         if status.plugin != "DefaultBinder":
             m.BIND_ERRORS.labels("plugin").inc()
-        self.attempts.mark(key, "bind-failed", status.message)
+        self.attempts.mark(key, BIND_FAILED, status.message)
         # An API server outage is logged once by the binder, not once per pod.
         level = logging.DEBUG if self.binder.health.unreachable else logging.WARNING
         log.log(level, "binding %s to %s failed: %s", key, result.node_name, status.message,

@@ -126,6 +126,19 @@ class FakeCgroupTree:
         for d in {str(self.path(c, rel)) for c in self.hierarchies}:
             shutil.rmtree(d, ignore_errors=True)
 
+    def write_limits(self, rel: str) -> None:
+        """The CPU and memory limit files of a cgroup as the kubelet leaves a BestEffort pod's: shares 2 (v2
+        weight 1), no quota, no memory limit."""
+        if self.version is CgroupVersion.V1:
+            _put(self.path("cpu", rel) / "cpu.shares", "2\n")
+            _put(self.path("cpu", rel) / "cpu.cfs_quota_us", "-1\n")
+            _put(self.path("cpu", rel) / "cpu.cfs_period_us", "100000\n")
+            _put(self.path("memory", rel) / "memory.limit_in_bytes", "9223372036854771712\n")
+        else:
+            _put(self.path("cpu", rel) / "cpu.weight", "1\n")
+            _put(self.path("cpu", rel) / "cpu.max", "max 100000\n")
+            _put(self.path("memory", rel) / "memory.max", "max\n")
+
     def write(self, rel: str, v: CgroupValues) -> None:
         if self.version is CgroupVersion.V1:
             self._write_v1(rel, v)

@@ -90,6 +90,8 @@ def status() -> int:
         print(
             f"make demo's cluster: keeper pid {state['keeper']} {'running' if alive else 'DEAD'}, log {demo.KEEPER_LOG}"
         )
+        if state.get("prometheus"):
+            print(f"Prometheus: {state['prometheus']}")
         print(demo.env_lines(state))
         return 0 if alive else 1
     for name, pid in state["pids"].items():

@@ -64,11 +64,13 @@ class ControlPlane:
         keep_root: bool = False,
         real_nodes: bool = False,
         audit: bool | None = None,
+        disable_admission: Sequence[str] = (),
     ) -> ControlPlane:
         """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
         reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts).
         `audit`: the API server's audit log of service-account requests (`audit_events()`), for RBAC tests; on by
-        default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise."""
+        default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise.
+        `disable_admission`: more admission plugins to turn off."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -117,7 +119,8 @@ class ControlPlane:
                     # Without kube-controller-manager nothing would create default ServiceAccounts, nor lift
                     # the not-ready taint TaintNodesByCondition puts on every new Node.
                     "--disable-admission-plugins="
-                    + ("TaintNodesByCondition" if real_nodes else "ServiceAccount,TaintNodesByCondition"),
+                    + ",".join([*(() if real_nodes else ("ServiceAccount",)), "TaintNodesByCondition",
+                                *disable_admission]),
                     f"--kubelet-client-certificate={pki.kubelet_client_cert}",
                     f"--kubelet-client-key={pki.kubelet_client_key}",
                     # A real node's hostname (--hostname-override) resolves nowhere: dial its address.
@@ -270,11 +273,11 @@ class ControlPlane:
         self.extra.append(kwok)
         return kwok
 
-    def start_controller_manager(self, controllers: Sequence[str] = ("*",)) -> Component:
+    def start_controller_manager(self, controllers: Sequence[str] = ("*",), *, extra_args: Sequence[str] = ()) -> Component:
         """kube-controller-manager with its default controllers (DaemonSets, Deployments, ReplicaSets,
         ServiceAccounts and their tokens, the kube-root-ca.crt ConfigMap pods' token volumes mount, ...), or only
         `controllers` (e.g. without the node lifecycle controller, which evicts the pods of a kwok node whose
-        Lease a loaded host renewed late)."""
+        Lease a loaded host renewed late); `extra_args`: more flags (e.g. `--kube-api-qps`)."""
         port = free_port()
         kcm = Component(
             "kube-controller-manager",
@@ -294,6 +297,7 @@ class ControlPlane:
                 "--concurrent-daemonset-syncs=4",
                 f"--controllers={','.join(controllers)}",
                 "--v=1",
+                *extra_args,
             ],
             self.root / "logs" / "kube-controller-manager.log",
         )

@@ -9,8 +9,9 @@ The simulated agent that writes NodeMetrics for the kwok nodes is a host process
 The foreground process builds the image, starts the keeper, `helm install`s deploy/helm/loadline (every
 Loadline pod runs on the real node from the image) and plays a short story, printing what happens. Then it counts,
 from the API server's audit log, each Loadline component's requests and those refused (403): the chart's RBAC
-must be sufficient as well as minimal. tests/integration/test_security_story_audit.py plays the same story on
-the test session's real cluster and asserts that count.
+must be sufficient as well as minimal. Its Prometheus (tests/harness/demo_monitoring.py) runs in the keeper, on
+loopback. tests/integration/test_demo_story.py plays the same story on the test session's real cluster and asserts
+that count, runs every command the demo prints and every Prometheus query it prints.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -33,8 +35,10 @@ from typing import Any
 
 import yaml
 
+from common.api.quantity import Quantity
 from tests.harness import build
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node, read_audit_log
+from tests.harness.demo_monitoring import QUERIES, DemoPrometheus, graph_url, loopback_port
 from tests.harness.processes import Component, free_port
 
 STATE_DIR = build.cache_root() / "cluster"
@@ -137,6 +141,7 @@ def serve(image_archive: Path, nodes: int) -> int:
     shutil.rmtree(root, ignore_errors=True)
     plane = ControlPlane.start(root, keep_root=True, real_nodes=True, audit=True)
     node: RealNode | None = None
+    prometheus: DemoPrometheus | None = None
     try:
         plane.start_controller_manager()
         plane.start_kube_scheduler()
@@ -146,14 +151,22 @@ def serve(image_archive: Path, nodes: int) -> int:
         _say(f"[keeper] control plane and {nodes} kwok nodes up; starting the real node")
         node = RealNode.start(plane, images=[image_archive])
         _say(f"[keeper] real node {node.name} Ready in {node.startup_seconds:.1f}s")
-        plane.extra.append(start_simulated_agent(plane))
+        simulated_port = free_port()
+        plane.extra.append(start_simulated_agent(plane, simulated_port))
+        # Prometheus scrapes every Loadline pod once helm installs them (tests/harness/demo_monitoring.py).
+        prometheus = DemoPrometheus(plane, NAMESPACE, static_agents=[simulated_port], port=loopback_port())
+        prometheus.__enter__()
+        _say(f"[keeper] Prometheus on {prometheus.url}")
         state = cluster_state(plane, STATE_DIR / "bin", node.name, kwok)
         state["keeper"] = os.getpid()
+        state["prometheus"] = prometheus.url
         STATE_FILE.write_text(json.dumps(state))
         while True:
             time.sleep(3600)
     finally:
-        _say("[keeper] stopping: draining the real node, then the control plane")
+        _say("[keeper] stopping: Prometheus, draining the real node, then the control plane")
+        if prometheus is not None:
+            prometheus.__exit__(None, None, None)
         try:
             if node is not None:
                 node.stop()
@@ -167,15 +180,17 @@ def serve(image_archive: Path, nodes: int) -> int:
             _say("[keeper] stopped")
 
 
-def start_simulated_agent(plane: ControlPlane) -> Component:
+def start_simulated_agent(plane: ControlPlane, port: int = 0) -> Component:
     """`loadline agent --simulate`, a host process writing the kwok nodes' NodeMetrics from the simulated usage
-    the story's pods declare (the real node's comes from the agent pod). The caller stops it.
+    the story's pods declare (the real node's comes from the agent pod), its /metrics on loopback at `port` (0: a
+    free one). The caller stops it.
     Its own intervals, not the NodeMetric spec's: the manager writes Koordinator's 60 s report interval and
     window there, after which a hot node shows in its NodeMetric only a minute or two late."""
     simulated = Component(
         "loadline-agent-simulate",
         [sys.executable, "-m", "common.cli", "agent", "--simulate", f"--kubeconfig={plane.kubeconfig}",
-         f"--metrics-port={free_port()}", "--collect-interval-seconds=1", "--report-interval-seconds=5",
+         "--bind-address=127.0.0.1", f"--port={port or free_port()}", "--collect-interval-seconds=1",
+         "--report-interval-seconds=5",
          "--aggregate-duration-seconds=30", "--follow-nodemetric-spec=false", "--simulate-burstiness=0.05"],
         plane.root / "logs" / "loadline-agent-simulate.log",
         env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
@@ -242,6 +257,19 @@ BATCH_PROFILE: dict[str, Any] = {
 }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class TourCommand:
+    argv: tuple[str, ...]
+    comment: str
+
+
+def tour_lines(commands: Sequence[TourCommand]) -> list[str]:
+    """As printed: the shell command, then its comment in one column."""
+    shown = [shlex.join(c.argv) for c in commands]
+    width = max(len(line) for line in shown)
+    return [f"{line:<{width}}  # {c.comment}" for line, c in zip(shown, commands, strict=True)]
+
+
 class Demo:
     def __init__(self, state: dict[str, Any], namespace: str = "default", batch_namespace: str = "") -> None:
         """`namespace`: where the story's workloads go (the test plays it in a namespace of its own);
@@ -298,7 +326,7 @@ class Demo:
                                                  "metricAggregateDurationSeconds": 30}),
                 "resource-threshold-config": json.dumps({"clusterStrategy": {"enable": True}}),
             }},
-            "agent": {"metricsPort": free_port(), "args": ["--report-interval-seconds=5",
+            "agent": {"port": free_port(), "args": ["--report-interval-seconds=5",
                                                          "--aggregate-duration-seconds=30"]},
             "descheduler": {"lowNodeLoad": DESCHEDULER},
         }  # fmt: skip
@@ -340,11 +368,12 @@ class Demo:
 
     def cpus(self, node: str) -> int:
         """A node's allocatable CPUs (the demo's kwok nodes have KWOK_CPU, the test session's more)."""
-        return int(self.get("node", node)["status"]["allocatable"]["cpu"])
+        return int(Quantity.parse(self.get("node", node)["status"]["allocatable"]["cpu"]).value())
 
     def batch_cpu(self, node: str) -> int:
         obj = self.get("node", node)
-        return int(obj["status"].get("allocatable", {}).get("kubernetes.io/batch-cpu", "0"))
+        # a quantity: the API server reads 2000 (milli-cores) back as "2k"
+        return int(Quantity.parse(obj["status"].get("allocatable", {}).get("kubernetes.io/batch-cpu", "0")).value())
 
     def story(self, image: str) -> dict[str, bool]:
         seen: dict[str, bool] = {}
@@ -450,6 +479,26 @@ class Demo:
         seen["drained"] = self.wait(f"the descheduler evicted a pod from {hot}", lambda: self.evicted_from(hot), 180)
         return seen
 
+    def tour(self) -> list[TourCommand]:
+        """The commands `make demo` prints to look around after its story (the README's tour shows the same);
+        tests/integration/test_demo_story.py runs each after the story and wants output from it."""
+        ns, batch = self.namespace, self.batch_namespace
+        return [
+            TourCommand(("kubectl", "get", "nm"), "NodeMetrics: the real node's from the agent pod, kwok nodes' simulated"),
+            TourCommand(("loadline", "top"), "nodes by measured load: usage, p95, batch-cpu, low/normal/hot"),
+            TourCommand(("kubectl", "get", "node", self.node, "-o", "jsonpath={.status.allocatable}"),
+                        "the batch-cpu and batch-memory the manager wrote"),
+            TourCommand(("kubectl", "get", "pods", "-n", NAMESPACE, "-o", "wide"),
+                        "Loadline, from its chart, on the real node"),
+            TourCommand(("kubectl", "get", "ccp"), "ClusterColocationProfiles: which pods become batch pods"),
+            TourCommand(("kubectl", "get", "pods", "-n", batch, "-o", "yaml"),
+                        "the plain Job's pods as the profile made them"),
+            TourCommand(("kubectl", "get", "events", "-n", ns, "--field-selector", "reason=Descheduled"),
+                        "what LowNodeLoad evicted, and why"),
+            TourCommand(("loadline", "explain", f"{ns}/train-0"), "why the gang pod went where it went"),
+            TourCommand(("helm", "list", "-n", NAMESPACE), "the release"),
+        ]  # fmt: skip
+
     def audit(self, since: datetime | None = None) -> Calls:
         """Print each Loadline component's requests in the API server's audit log (from `since` on) and which
         were refused (403): what the chart's RBAC lacks shows up here; what it grants beyond need, in
@@ -547,17 +596,15 @@ def up(nodes: int) -> int:
     _say("look around (the line below sets KUBECONFIG and puts kubectl, helm and loadline on PATH; "
          "`make env` prints it again):")  # fmt: skip
     _say('  eval "$(make -s env)"')
-    _say(
-        "  kubectl get nm                               # NodeMetrics: real node from the agent pod, kwok nodes simulated"
-    )
-    _say(f"  kubectl get node {state['node']} -o jsonpath='{{.status.allocatable}}'   # batch-cpu, batch-memory")
-    _say("  kubectl get pods -n loadline-system -o wide  # Loadline, from its chart, on the real node")
-    _say("  kubectl get ccp                              # ClusterColocationProfiles: which pods become batch pods")
-    _say("  kubectl get pods -n analytics -o yaml        # the plain Job's pods as the profile made them")
-    _say("  helm list -n loadline-system")
-    _say("  kubectl get events --field-selector reason=Evicted")
-    _say("  loadline explain default/train-0             # asks the leading scheduler pod")
-    _say("make cluster-down stops everything and puts the host back as it was.")
+    for line in tour_lines(demo.tour()):
+        _say(f"  {line}")
+    _say(f"\nPrometheus (this machine only), scraping every Loadline component with deploy/prometheus's rules: "
+         f"{state['prometheus']}")  # fmt: skip
+    _say("  ready queries (paste into its Graph tab):")
+    for query in QUERIES:
+        _say(f"    {query.expr}\n        # {query.what}")
+    _say(f"  all four as one page of graphs: {graph_url(state['prometheus'])}")
+    _say("\nmake cluster-down stops everything (Prometheus too) and puts the host back as it was.")
     print(env_lines(state))
     return 0 if all(seen.values()) else 1
 

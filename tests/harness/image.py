@@ -306,10 +306,19 @@ def _import_base(b: Buildah, rootfs: Path) -> str:
     return name
 
 
+# An archive used (returned by ensure_image) within this long is kept: several checkouts share the cache, and a run
+# that waits for the machine's real node (up to 15 min) imports its archive only then.
+KEEP_USED_SECONDS = 6 * 3600
+
+
 def _prune(keep: Path) -> None:
-    """Older loadline archives: only the newest two besides this one stay."""
+    """Older loadline archives: the newest two besides this one stay, and any used in the last KEEP_USED_SECONDS."""
     old = sorted(images_dir().glob("loadline-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    recent = time.time() - KEEP_USED_SECONDS
     for stale in [p for p in old if p != keep][2:]:
+        with suppress(FileNotFoundError):
+            if stale.stat().st_mtime > recent:
+                continue
         stale.unlink(missing_ok=True)
         stale.with_suffix(".json").unlink(missing_ok=True)
 
@@ -324,6 +333,8 @@ def ensure_image(name: str | None = None, *, force: bool = False) -> ImageRef:
     meta = archive.with_suffix(".json")
     if archive.exists() and meta.exists() and not force:
         info = json.loads(meta.read_text())
+        with suppress(FileNotFoundError):
+            os.utime(archive)  # in use: _prune keeps it a while
         return ImageRef(name=info["name"], archive=archive, size=int(info["size"]), key=key)
     ensure_tools()
     started = time.monotonic()

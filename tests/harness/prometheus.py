@@ -1,7 +1,10 @@
-"""A real Prometheus server scraping Loadline's components, for tests of the rules and dashboards.
+"""A real Prometheus server scraping Loadline's components, for tests of the rules and dashboards and for `make demo`.
 
 Debian's `prometheus` binary (tests/harness/promtool.py), on loopback, with its data directory in a temporary
-directory that goes with it; scrape and rule evaluation every second so a test sees data within seconds.
+directory that goes with it; scrape and rule evaluation every second (tests) so a test sees data within seconds.
+Targets are fixed ports on loopback, or (`file_sd_jobs`) whatever the caller writes with `set_targets`: Debian's
+build has no Kubernetes service discovery, so tests/harness/demo_monitoring.py writes the chart's Services'
+endpoints there, as a ServiceMonitor would find them.
 """
 
 from __future__ import annotations
@@ -38,24 +41,51 @@ class PrometheusServer:
     """`with PrometheusServer({"loadline-agent": [port]}, rule_files=[...]) as prom: prom.query(expr)`."""
 
     def __init__(self, targets: Mapping[str, Sequence[Target]], *, rule_files: Sequence[Path] = (),
-                 interval: str = "1s") -> None:  # fmt: skip
+                 interval: str = "1s", file_sd_jobs: Sequence[str] = (),
+                 job_options: Mapping[str, Mapping[str, Any]] | None = None, port: int = 0) -> None:  # fmt: skip
+        """`file_sd_jobs`: jobs whose targets `set_targets` writes (besides any in `targets`); `job_options`: more
+        keys of a job's scrape config (`honor_labels`); `port`: where to listen on loopback (0: a free port)."""
         self.targets = targets
         self.rule_files = list(rule_files)
         self.interval = interval
-        self.port = free_port()
+        self.file_sd_jobs = list(file_sd_jobs)
+        self.job_options = job_options or {}
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._dir: Path | None = None
         self._process: Component | None = None
 
+    def _scrape_config(self, job: str) -> dict[str, Any]:
+        config: dict[str, Any] = {"job_name": job, **self.job_options.get(job, {})}
+        if self.targets.get(job):
+            config["static_configs"] = _static_configs(self.targets[job])
+        if job in self.file_sd_jobs:
+            config["file_sd_configs"] = [{"files": [str(self._targets_file(job))], "refresh_interval": "30s"}]
+        return config
+
+    def _targets_file(self, job: str) -> Path:
+        assert self._dir is not None, "the server is not running"
+        return self._dir / "targets" / f"{job}.json"
+
+    def set_targets(self, job: str, groups: Sequence[Mapping[str, Any]]) -> None:
+        """A file_sd job's targets: `[{"targets": ["10.0.0.5:8080"], "labels": {...}}]`, replaced atomically
+        (Prometheus watches the directory and reloads within seconds)."""
+        path = self._targets_file(job)
+        path.parent.mkdir(exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(list(groups), sort_keys=True))
+        partial.replace(path)
+
     def __enter__(self) -> PrometheusServer:
         binary = ensure_prometheus()
         self._dir = Path(tempfile.mkdtemp(prefix="loadline-prometheus-"))
+        for job in self.file_sd_jobs:
+            self.set_targets(job, [])
+        jobs = list(dict.fromkeys([*self.targets, *self.file_sd_jobs]))
         config = {
             "global": {"scrape_interval": self.interval, "evaluation_interval": self.interval},
             "rule_files": [str(p) for p in self.rule_files],
-            "scrape_configs": [
-                {"job_name": job, "static_configs": _static_configs(targets)} for job, targets in self.targets.items()
-            ],
+            "scrape_configs": [self._scrape_config(job) for job in jobs],
         }
         config_file = self._dir / "prometheus.yml"
         config_file.write_text(yaml.safe_dump(config))

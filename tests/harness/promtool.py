@@ -1,7 +1,7 @@
 """promtool and the prometheus server from Debian's `prometheus` package, unpacked into the cache.
 
-Only the binaries are taken (`apt-get download` + `dpkg-deb -x`): installing the package would also
-install and start a Prometheus service we do not want. Tests run the server themselves
+Only the binaries are taken (`apt-get download` + `dpkg-deb -x`, both from one download): installing the package
+would also install and start a Prometheus service we do not want. Tests and `make demo` run the server themselves
 (tests/harness/prometheus.py), on loopback with a data directory of their own.
 """
 
@@ -28,6 +28,10 @@ def promtool_path() -> Path:
 
 def prometheus_path() -> Path:
     return cache_root() / "bin" / "promtool" / "prometheus"
+
+
+def _cached() -> dict[str, Path]:
+    return {"promtool": promtool_path(), "prometheus": prometheus_path()}
 
 
 def _run(*argv: str, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -66,15 +70,20 @@ def _ensure(name: str, dest: Path) -> Path:
         binary = Path(unpacked, "usr", "bin", name)
         if extract.returncode != 0 or not binary.exists():
             raise PromtoolMissing(f"prometheus package did not contain usr/bin/{name}:\n{extract.stderr}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(binary, dest.with_suffix(".partial"))
-        os.replace(dest.with_suffix(".partial"), dest)
+        # both binaries of the one download (promtool for `make test`, prometheus for tests and `make demo`)
+        for other, target in _cached().items():
+            source = Path(unpacked, "usr", "bin", other)
+            if target == dest or (source.exists() and not target.exists()):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target.with_suffix(".partial"))
+                os.replace(target.with_suffix(".partial"), target)
     return dest
 
 
 if __name__ == "__main__":
     try:
         print(ensure_promtool())
+        print(ensure_prometheus())
     except PromtoolMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -3,7 +3,8 @@
 A `Case` is a handful of nodes (capacity, labels with zones, taints, cordons, images), the pods
 already bound to them (requests, priorities, labels, host ports, and with the affinity
 dimensions inter-pod (anti-)affinity) and one new pod (requests, priority, node selector and
-affinity, tolerations, host ports, images, sidecars, spread constraints). `generate(seed,
+affinity, tolerations, host ports, images, sidecars, spread constraints); with the volumes
+dimension, some cases also have storage and their pods volumes (`differential_volumes`). `generate(seed,
 count, dimensions)` is deterministic; each dimension can be switched off, so the test runs with
 what Loadline implements (`available_dimensions`).
 
@@ -22,10 +23,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.integration.differential_volumes import (
+    GATE,
+    GenStorage,
+    GenVolume,
+    gated,
+    generate_storage,
+    render_volumes,
+)
+
 Obj = dict[str, Any]
 
-DIMENSIONS = ("resources", "taints", "node_affinity", "ports", "images", "preemption", "pod_affinity", "spread")
-NEEDS_PLUGIN = {"pod_affinity": "InterPodAffinity", "spread": "PodTopologySpread"}
+DIMENSIONS = ("resources", "taints", "node_affinity", "ports", "images", "preemption", "pod_affinity", "spread",
+              "volumes")
+NEEDS_PLUGIN = {"pod_affinity": "InterPodAffinity", "spread": "PodTopologySpread", "volumes": "VolumeBinding"}
+STORAGE_SHARE = 0.3  # of the cases with the volumes dimension on, those that have storage
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
@@ -90,6 +102,7 @@ class GenPod:
     preempt_never: bool = False
     pod_affinity: list[Obj] = field(default_factory=list)  # ("affinity" | "anti", required?, weight, selector, key)
     spread: list[Obj] = field(default_factory=list)
+    volumes: list[GenVolume] = field(default_factory=list)
 
 
 @dataclass
@@ -98,6 +111,7 @@ class Case:
     nodes: list[GenNode]
     existing: list[GenPod]
     incoming: GenPod
+    storage: GenStorage | None = None
 
     def describe(self) -> str:
         lines = [f"case {self.index}:"]
@@ -110,7 +124,10 @@ class Case:
                          f"{' never' if p.preempt_never else ''} labels={p.labels} ports={p.host_ports}"
                          f" sidecar={p.sidecar_ports} selector={p.node_selector} required={p.required_terms}"
                          f" preferred={p.preferred_terms} tolerations={p.tolerations} images={p.images}"
-                         f" podAffinity={p.pod_affinity} spread={p.spread}")
+                         f" podAffinity={p.pod_affinity} spread={p.spread}"
+                         + (f" volumes={p.volumes}" if p.volumes else ""))
+        if self.storage is not None:
+            lines += self.storage.describe()
         return "\n".join(lines)
 
 
@@ -141,7 +158,14 @@ def _case(rng: random.Random, index: int, on: set[str]) -> Case:
     incoming = _incoming(rng, on, priorities.pop(), len(nodes))
     if crowded:
         incoming.priority = max(PRIORITIES) + 1  # above every existing pod: lower ones are all candidates
-    return Case(index, nodes, existing, incoming)
+    storage = None
+    if "volumes" in on and rng.random() < STORAGE_SHARE:
+        storage = generate_storage(rng, nodes, existing, incoming)
+        if rng.random() < 0.6:  # a new pod that asks little else: what its volumes allow decides
+            incoming.milli_cpu, incoming.memory = 100, 128 * MIB
+            incoming.node_selector, incoming.required_terms = {}, []
+            incoming.tolerations = [{"operator": "Exists"}]
+    return Case(index, nodes, existing, incoming, storage)
 
 
 def _node(rng: random.Random, on: set[str]) -> GenNode:
@@ -287,6 +311,11 @@ class Copy:
         return f"reg.example/b{self.batch}/{node_name if as_node_reports else pod_name}"
 
 
+def storage_labels(case: Case, copy: Copy) -> dict[str, str]:
+    """The labels of a case's storage objects: deleted with their batch."""
+    return {BATCH_LABEL: str(copy.batch), CASE_LABEL: str(case.index)}
+
+
 def pod_name(case: Case, pod: GenPod, copy: Copy) -> str:
     return f"b{copy.batch}-c{case.index}-{pod.name}"
 
@@ -404,6 +433,10 @@ def render_pod(case: Case, pod: GenPod, copy: Copy) -> Obj:
         spec["affinity"] = affinity
     if pod.spread:
         spec["topologySpreadConstraints"] = [_spread_constraint(case, copy, s) for s in pod.spread]
+    if pod.volumes:
+        spec["volumes"] = render_volumes(case, pod, copy)
+        if gated(pod) and pod.node is None:
+            spec["schedulingGates"] = [{"name": GATE}]
     role = "incoming" if pod.node is None else "existing"
     labels = {**pod.labels, CASE_LABEL: str(case.index), COPY_LABEL: copy.tag, BATCH_LABEL: str(copy.batch),
               ROLE_LABEL: role}

@@ -285,7 +285,7 @@ class LocalAgent:
                 f"--node-name={self.cluster.node.name}", "--publish=false", "--qos-enforcement=false",
                 "--collect-interval-seconds=1", f"--aggregate-duration-seconds={self.aggregate_seconds}",
                 f"--aggregate-windows={','.join(str(w) for w in self.windows)}", "--follow-nodemetric-spec=false",
-                "--metrics-address=127.0.0.1", f"--metrics-port={self.port}", *self.extra_args,
+                "--bind-address=127.0.0.1", f"--port={self.port}", *self.extra_args,
             ],
             plane.root / "logs" / "local-agent.log",
             env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},

@@ -59,7 +59,7 @@ def chart_values(image: str, agent_port: int, prediction_dir: Path | None = None
             }
         },
         "agent": {
-            "metricsPort": agent_port,
+            "port": agent_port,
             "args": [
                 "--collect-interval-seconds=1",
                 f"--report-interval-seconds={REPORT_INTERVAL:g}",
@@ -120,6 +120,30 @@ while True:
             pass
     else:
         time.sleep(0.002)
+"""
+
+
+# A job that wants more than it was given: PROCS processes spinning flat out at once, and, once /tmp/grow exists
+# (`kubectl exec <pod> -- touch /tmp/grow`), MIB MiB of touched memory taken 16 MiB at a time (~320 MiB/s).
+HOG = r"""
+import os, time
+procs, mib = int(os.environ["PROCS"]), int(os.environ["MIB"])
+for _ in range(procs):
+    if os.fork() == 0:
+        while True:
+            pass
+print("spinning", procs, "processes", flush=True)
+while not os.path.exists("/tmp/grow"):
+    time.sleep(0.1)
+held = []
+for step in range(mib // 16):
+    block = bytearray(16 * 1024 * 1024)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    held.append(block)
+    print("holding", (step + 1) * 16, "MiB", flush=True)
+    time.sleep(0.05)
+time.sleep(3600)
 """
 
 
@@ -245,7 +269,7 @@ class RealCluster:
         return "\n".join([self.plane.log_report(), self.node.log_report(), pods, *logs])
 
 
-def start_real_cluster(image_archive: Path, image: str) -> RealCluster:
+def start_real_cluster(image_archive: Path, image: str, *, pods_cpu_weight: int = 102400) -> RealCluster:
     """Everything up to a Ready real node with the image imported; `install()` is the caller's."""
     timings: dict[str, float] = {}
     started = time.monotonic()
@@ -261,7 +285,7 @@ def start_real_cluster(image_archive: Path, image: str) -> RealCluster:
         timings["control plane"] = time.monotonic() - started
         # This machine is shared (other test runs, builds): kubepods gets a large CPU weight so the test pods
         # burn what they are told to (as tests/integration/test_qos_enforcement.py does for its tree).
-        node = RealNode.start(plane, images=[image_archive], pods_cpu_weight=102400)
+        node = RealNode.start(plane, images=[image_archive], pods_cpu_weight=pods_cpu_weight)
         timings["real node"] = node.startup_seconds
         agent_port = free_port()
         values_file = plane.root / "loadline-test-values.yaml"

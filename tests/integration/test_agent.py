@@ -44,8 +44,8 @@ def fast_settings(plane: ControlPlane, node: str, **overrides: Any) -> AgentSett
         "retry_initial_seconds": 0.2,
         "retry_max_seconds": 1.0,
         "request_timeout_seconds": 5.0,
-        "metrics_address": "127.0.0.1",
-        "metrics_port": 0,
+        "bind_address": "127.0.0.1",
+        "port": 0,
     }
     values.update(overrides)
     return AgentSettings.model_validate(values)

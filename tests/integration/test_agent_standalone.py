@@ -40,7 +40,7 @@ def test_agent_without_any_cluster_configuration_serves_metrics_standalone(tmp_p
         "-m",
         "common",
         "agent",
-        "--metrics-port=0",
+        "--port=0",
         "--collect-interval=0.25",
         f"--proc-root={tmp_path / 'proc'}",
         f"--cgroup-root={tmp_path / 'cgroup'}",
@@ -88,7 +88,7 @@ def test_a_broken_kubeconfig_names_the_file_and_what_to_pass(tmp_path: Path) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
     env.update(PYTHONPATH=str(REPO), HOME=str(tmp_path), KUBECONFIG=str(broken))
     result = subprocess.run(
-        [sys.executable, "-m", "common", "agent", "--node-name=n1", "--metrics-port=0"],
+        [sys.executable, "-m", "common", "agent", "--node-name=n1", "--port=0"],
         env=env,
         cwd=REPO,
         capture_output=True,

@@ -282,7 +282,7 @@ def start_manager(plane: ControlPlane) -> Daemon:
     port = free_port()
     component = Component("manager", [
         sys.executable, "-m", "manager", f"--kubeconfig={plane.kubeconfig}", f"--namespace={SYSTEM_NS}",
-        f"--config-map={CONFIG_MAP}", "--bind-address=127.0.0.1", f"--metrics-port={port}",
+        f"--config-map={CONFIG_MAP}", "--bind-address=127.0.0.1", f"--port={port}",
     ], plane.root / "logs" / "manager.log", env={**os.environ, "POD_NAME": "fuzz", "PYTHONPATH": str(REPO_ROOT)})  # fmt: skip
     component.start()
     plane.extra.append(component)

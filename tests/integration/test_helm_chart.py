@@ -77,6 +77,46 @@ def test_every_flag_in_the_chart_is_one_the_component_accepts(cluster: ControlPl
             assert flag in help_text, f"{workload['metadata']['name']}: {flag} is not a flag of loadline {container['command'][1]}"
 
 
+def test_helm_template_needs_no_kube_version_and_a_cluster_without_the_policy_api_is_told(
+    cluster: ControlPlane,
+) -> None:
+    # helm's offline default (v1.20.0 for a helm built by `go install`, as this one is) renders the chart
+    offline = helm(cluster, "template", "loadline", str(CHART), "-n", "loadline-system").stdout
+    assert "kind: ValidatingAdmissionPolicy" in offline and "kind: DaemonSet" in offline
+    # a cluster's discovery lists kinds; one without ValidatingAdmissionPolicy gets the reason and the way out
+    old = helm(cluster, "template", "loadline", str(CHART), "--api-versions", "v1/Pod", check=False)
+    assert old.returncode != 0
+    assert "security.ownNodeAdmissionPolicy needs ValidatingAdmissionPolicy" in old.stderr
+    assert "set security.ownNodeAdmissionPolicy=false" in old.stderr
+    helm(cluster, "template", "loadline", str(CHART), "--api-versions", "v1/Pod",
+         "--set", "security.ownNodeAdmissionPolicy=false")  # fmt: skip
+
+
+def test_every_http_port_is_port_and_the_old_metrics_port_value_still_sets_it(cluster: ControlPlane) -> None:
+    def ports(*values: str) -> dict[str, tuple[list[str], int]]:
+        found = {}
+        for d in rendered(cluster, *values):
+            if d["kind"] in ("DaemonSet", "Deployment"):
+                container = d["spec"]["template"]["spec"]["containers"][0]
+                found[d["metadata"]["name"]] = ([a for a in container["args"] if a.startswith("--port=")],
+                                                container["ports"][0]["containerPort"])  # fmt: skip
+        return found
+
+    assert ports()["loadline-agent"] == (["--port=9321"], 9321)
+    assert ports()["loadline-manager"] == (["--port=8080"], 8080)
+    old = ports("--set", "agent.metricsPort=9400", "--set", "manager.metricsPort=9401")
+    assert old["loadline-agent"] == (["--port=9400"], 9400)
+    assert old["loadline-manager"] == (["--port=9401"], 9401)
+    services = {d["metadata"]["name"]: d["spec"]["ports"][0]["port"] for d in rendered(
+        cluster, "--set", "agent.metricsPort=9400") if d["kind"] == "Service"}  # fmt: skip
+    assert services["loadline-agent"] == 9400
+    notes = helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system", "--dry-run=client",
+                 "--set", "agent.metricsPort=9400").stdout  # fmt: skip
+    assert "WARNING: agent.metricsPort is deprecated; set agent.port" in notes
+    assert "metricsPort" not in helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system",
+                                     "--dry-run=client").stdout  # fmt: skip
+
+
 def test_chart_configs_are_accepted_by_the_components(cluster: ControlPlane) -> None:
     from manager.nodeslo.config import SLOControllerConfig, parse_slo_controller_config
     from scheduler_plugin.descheduler.args import LowNodeLoadArgs
@@ -126,7 +166,9 @@ def test_agent_privilege_follows_qos_enforcement(cluster: ControlPlane) -> None:
     assert default["securityContext"]["privileged"] is False
     assert default["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": False} in default["volumeMounts"]
-    assert "--qos-enforcement=true" in default["args"]
+    assert "--qos-enforcement=true" in default["args"] and "--batch-isolation=on" in default["args"]
+    for value, arg in (("dry-run", "dry-run"), ("false", "off"), ("true", "on")):  # YAML's on/off are booleans
+        assert f"--batch-isolation={arg}" in agent("--set", f"agent.batchIsolation={value}")["args"]
     measuring = agent("--set", "agent.qosEnforcement=false", "--set", "agent.privilegedEnforcement=true")
     assert measuring["securityContext"]["privileged"] is False  # never privileged only to measure
     assert {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": True} in measuring["volumeMounts"]

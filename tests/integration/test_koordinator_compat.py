@@ -258,7 +258,7 @@ def start_loadline_manager(plane: ControlPlane, namespace: str, name: str = "loa
         name,
         [
             sys.executable, "-m", "manager", f"--kubeconfig={plane.kubeconfig}", f"--namespace={namespace}",
-            "--config-map=slo-controller-config", "--bind-address=127.0.0.1", f"--metrics-port={port}",
+            "--config-map=slo-controller-config", "--bind-address=127.0.0.1", f"--port={port}",
         ],
         plane.root / "logs" / f"{name}.log",
         env={**os.environ, "POD_NAME": name, "PYTHONPATH": str(REPO_ROOT)},
@@ -385,7 +385,7 @@ def test_koord_managers_nodemetrics_and_nodeslos_are_read_by_loadline_without_a_
 
         agent_port = free_port()
         agent = run_agent_simulation(plane, suite, tmp_path / "agent.log",
-                                     f"--metrics-port={agent_port}", "--metrics-address=127.0.0.1")  # fmt: skip
+                                     f"--port={agent_port}", "--bind-address=127.0.0.1")  # fmt: skip
         wait_for("the agent's status in koord-manager's NodeMetrics",
                  lambda: all(node_cpu_usage(plane, n) >= 0 for n in nodes), 90)  # fmt: skip
         with running_scheduler(plane) as scheduler:
@@ -517,7 +517,7 @@ def verdict_scenario(plane: ControlPlane, namespace: str) -> tuple[str, dict[str
         for i, cpu in enumerate(usages):
             name = f"{role}-{i}"
             # koord-descheduler never evicts the pod of a workload expecting one replica (MigrationController's
-            # expectedReplicas check); Loadline has no such check, see the README's Koordinator section
+            # expectedReplicas check); Loadline has no such check, see docs/koordinator.md (disagreements, 4)
             rs = (name, replicaset(plane, namespace, name, replicas=10))
             pods.append(owned_pod(namespace, name, rs, node=nodes[role], cpu=f"{cpu}m", memory="1Gi",
                                   node_selector={SUITE: suite}))  # fmt: skip
@@ -581,7 +581,7 @@ def test_loadline_and_koord_descheduler_reach_the_same_verdicts_on_the_same_node
         assert ours["high"] == len(high) and ours["low"] + ours["both_low"] == len(low), ours
         # the same source nodes, the same number of evictions from each (the pods removed must bring each node
         # under its high threshold); which pod goes first is not compared: koord-descheduler's MigrationController
-        # filter holds back pods that Loadline may pick (see the README's Koordinator section)
+        # filter holds back pods that Loadline may pick (see docs/koordinator.md, disagreements)
         assert Counter(node for _, node in our_evicts) == Counter(node for _, node in koord_evicts) == {
             "hot-a": 1, "hot-b": 1}  # fmt: skip
     finally:

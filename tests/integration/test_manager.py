@@ -86,7 +86,7 @@ def start_manager(plane: ControlPlane, replica: str, *args: str) -> ManagerProce
         [
             sys.executable, "-m", "manager",
             f"--kubeconfig={plane.kubeconfig}", f"--namespace={NAMESPACE}", f"--config-map={CONFIG_MAP}",
-            "--bind-address=127.0.0.1", f"--metrics-port={port}", *args,
+            "--bind-address=127.0.0.1", f"--port={port}", *args,
         ],
         plane.root / "logs" / f"manager-{replica}.log",
         env={**os.environ, "POD_NAME": replica, "PYTHONPATH": str(REPO_ROOT)},

@@ -116,10 +116,10 @@ def components(
     argv = {
         "manager": ["manager", kube, f"--namespace={namespace}", f"--port={ports['manager']}"],
         "agent": ["agent", kube, "--simulate", f"--simulate-node-selector=loadline-test={suite}",
-                  f"--metrics-port={ports['agent']}", "--metrics-address=127.0.0.1", "--collect-interval=0.5",
+                  f"--port={ports['agent']}", "--bind-address=127.0.0.1", "--collect-interval=0.5",
                   "--report-interval=2", "--aggregate-duration=4", f"--windows={','.join(WINDOWS)}",
                   "--aggregation-interval=1"],
-        "host-agent": ["agent", "--standalone", f"--metrics-port={ports['host-agent']}", "--metrics-address=127.0.0.1"],
+        "host-agent": ["agent", "--standalone", f"--port={ports['host-agent']}", "--bind-address=127.0.0.1"],
         "scheduler": ["scheduler", kube, f"--port={ports['scheduler']}", f"--lease-namespace={namespace}"],
         "descheduler": ["descheduler", kube, f"--config={descheduler_config}", f"--port={ports['descheduler']}",
                         f"--lease-namespace={namespace}"],

@@ -6,12 +6,14 @@ last. Workload pods run the Loadline image (it has python3; there is no registry
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from tests.harness.realnode import REAL_NODE_LABEL
 from tests.integration.realnode_cluster import (
     AGGREGATE_SECONDS,
     COMPONENTS,
+    HOG,
     IDLE_HIGH_THRESHOLDS,
     LEASE,
     LOW_THRESHOLDS,
@@ -79,12 +82,13 @@ def pod_cgroup(pod_obj: dict[str, Any], controller: str) -> Path:
     return (parent / f"pod{uid}") if qos == "guaranteed" else (parent / qos / f"pod{uid}")
 
 
-def metric(cluster: RealCluster, name: str) -> float | None:
+def metric(cluster: RealCluster, name: str, **labels: str) -> float | None:
+    """The agent's sample `name` (the first one whose labels include `labels`)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{cluster.agent_port}/metrics", timeout=5) as response:
         text = response.read().decode()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name:
+            if sample.name == name and labels.items() <= sample.labels.items():
                 return float(sample.value)
     return None
 
@@ -182,7 +186,8 @@ def test_nodemetric_measures_a_real_pod_and_the_host(real_cluster: RealCluster, 
 def batch_allocatable(cluster: RealCluster) -> tuple[int, int]:
     node = cluster.kubectl_json("get", "node", cluster.node.name)
     allocatable = node["status"].get("allocatable") or {}
-    return int(allocatable.get("kubernetes.io/batch-cpu", "0")), int(
+    # the API server canonicalises quantities: a batch-cpu of 2000 (milli-cores) reads back as "2k"
+    return int(Quantity.parse(allocatable.get("kubernetes.io/batch-cpu", "0")).value()), int(
         Quantity.parse(allocatable.get("kubernetes.io/batch-memory", "0")).value()
     )
 
@@ -321,6 +326,135 @@ def test_besteffort_pods_are_held_to_the_suppress_target_on_real_cgroups(
     released = cpu_rate(be_cgroup, 4)
     print(f"enforcement off: quota -1, BE cgroup used {released:.3f} cores")
     assert released > max(held * 1.5, 0.3)
+
+
+def cgroup_throttling(path: Path) -> tuple[int, int]:
+    """(nr_periods, nr_throttled) of a cgroup's CFS bandwidth."""
+    stat = dict(line.split() for line in (path / "cpu.stat").read_text().splitlines())
+    return int(stat["nr_periods"]), int(stat["nr_throttled"])
+
+
+def cgroup_files(pod_obj: dict[str, Any]) -> dict[str, str]:
+    """A pod's CPU and memory limit files, pod and container level (v1, cgroupfs: the container dir is its ID)."""
+    out = {}
+    for controller, names in (("cpu", ("cpu.shares", "cpu.cfs_quota_us")), ("memory", ("memory.limit_in_bytes",))):
+        base = pod_cgroup(pod_obj, controller)
+        dirs = {"pod": base} | {c["name"]: base / c["containerID"].partition("://")[2]
+                                for c in pod_obj["status"]["containerStatuses"]}  # fmt: skip
+        for level, d in dirs.items():
+            out |= {f"{level} {name}": (d / name).read_text().strip() for name in names}
+    return out
+
+
+@contextlib.contextmanager
+def batch_allocatable_given(cluster: RealCluster, cpu_milli: int, memory: str) -> Iterator[None]:
+    """The real node with at least these batch resources while the block runs (pods admitted in it keep them).
+
+    The manager computes batch-cpu from what the node does not use; on this shared machine other work often leaves
+    it a few hundred milli-cores. The manager is held at 0 replicas meanwhile and the Node's status is given the
+    values it would compute on an idle node; it is scaled back (and recomputes) on the way out."""
+    replicas = cluster.kubectl_json("get", "deployment", "loadline-manager", "-n", NAMESPACE)["spec"]["replicas"]
+    cluster.plane.kubectl("scale", "deployment/loadline-manager", "-n", NAMESPACE, "--replicas=0")
+    try:
+        wait_for("the manager pods gone", lambda: not cluster.pods("manager"), 60)
+        values = {"kubernetes.io/batch-cpu": str(cpu_milli), "kubernetes.io/batch-memory": memory}
+        cluster.plane.kubectl("patch", "node", cluster.node.name, "--subresource=status", "--type=merge", "-p",
+                              json.dumps({"status": {"capacity": values, "allocatable": values}}))  # fmt: skip
+        yield
+    finally:
+        cluster.plane.kubectl("scale", "deployment/loadline-manager", "-n", NAMESPACE, f"--replicas={replicas}")
+        cluster.plane.kubectl("rollout", "status", "deployment/loadline-manager", "-n", NAMESPACE, "--timeout=120s",
+                              timeout=130)  # fmt: skip
+
+
+def test_a_batch_pod_is_held_to_its_batch_resources_and_oom_killed_by_its_own_limit(
+    real_cluster: RealCluster, workload_ns: str
+) -> None:
+    """Issue 33: a pod asking batch-cpu 1000 / batch-memory 512Mi is BestEffort to the kubelet (no quota, no limit);
+    the agent sets its cgroups from them. Its job tries 4 cores and then 2 GiB: it gets ~1 core and is OOM-killed at
+    512 MiB, while an LS pod beside it keeps its cgroups and runs on.
+
+    The LS pod idles: CFS spreads kubepods' weight over the CPUs by the load of what runs under it, and a busy
+    burstable pod (weight ~1,000) beside the besteffort tier (weight 2) leaves kubepods almost no weight on the CPU
+    where only the batch pod runs; this shared machine's other work would then take that CPU, and the batch pod's
+    core would measure the machine, not its quota (0.53-0.86 cores seen with an LS pod burning 0.3, host at load 16)."""
+    image, node = real_cluster.image, real_cluster.node.name
+    ls_pod = burner_pod("ls", workload_ns, cores=0, mib=0, image=image, priority_class="koord-prod",
+                        labels={"koordinator.sh/qosClass": "LS"},
+                        resources={"requests": {"cpu": "500m", "memory": "128Mi"}})  # fmt: skip
+    ls_pod["spec"]["containers"][0]["command"] = ["python3", "-c", "import time; time.sleep(3600)"]
+    real_cluster.plane.apply(ls_pod)
+    ls = running(real_cluster, workload_ns, "ls")
+    ls_before = cgroup_files(ls)
+    one_core = {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "512Mi"}
+    hog = burner_pod("hog", workload_ns, cores=0, mib=0, image=image, priority_class="koord-batch",
+                     labels={"koordinator.sh/qosClass": "BE"}, resources={"requests": one_core, "limits": one_core})
+    hog["spec"]["restartPolicy"] = "Never"
+    hog["spec"]["containers"][0] |= {"command": ["python3", "-c", HOG],
+                                     "env": [{"name": "PROCS", "value": "4"}, {"name": "MIB", "value": "2048"}]}
+    set_before = metric(real_cluster, "loadline_agent_qos_batch_cgroup_writes_total", resource="cfs_quota",
+                        level="pod", result="set") or 0  # fmt: skip
+    # The manager stays away until the end: its pods starting again would take CPU from the measurement.
+    with batch_allocatable_given(real_cluster, 2000, "2Gi"):
+        real_cluster.plane.apply(hog)
+        batch = running(real_cluster, workload_ns, "hog")
+        assert batch["status"]["qosClass"] == "BestEffort" and batch["spec"]["nodeName"] == node
+        container = batch["status"]["containerStatuses"][0]["containerID"].partition("://")[2]
+        held = {f"{level} {name}": value for level in ("pod", "burn") for name, value in
+                (("cpu.shares", "1024"), ("cpu.cfs_quota_us", "100000"), ("memory.limit_in_bytes", str(512 * MiB)))}
+        started = time.monotonic()
+        wait_for("the batch pod's cgroups set from its batch resources", lambda: cgroup_files(batch) == held, 30,
+                 interval=0.2, context=lambda: f"{cgroup_files(batch)}\n{real_cluster.logs('agent')}")  # fmt: skip
+        took = time.monotonic() - started
+        assert (metric(real_cluster, "loadline_agent_qos_batch_cgroup_writes_total", resource="cfs_quota", level="pod",
+                       result="set") or 0) > set_before  # fmt: skip
+
+        # 4 processes spinning under a 1-core quota: ~1 core over 10 s.
+        time.sleep(1)
+        t0 = time.monotonic()
+        u0 = cgroup_cpu_seconds(pod_cgroup(batch, "cpuacct"))
+        throttled0 = cgroup_throttling(pod_cgroup(batch, "cpu"))
+        tiers = {t: CGROUP / "cpuacct" / "kubepods" / t for t in ("", "burstable", "besteffort")}
+        tiers0, host0 = {t: cgroup_cpu_seconds(d) for t, d in tiers.items()}, host_busy_seconds()
+        time.sleep(10)
+        elapsed = time.monotonic() - t0
+        used = (cgroup_cpu_seconds(pod_cgroup(batch, "cpuacct")) - u0) / elapsed
+        throttled1 = cgroup_throttling(pod_cgroup(batch, "cpu"))
+        periods, throttled = throttled1[0] - throttled0[0], throttled1[1] - throttled0[1]
+        print(f"\nbatch pod cgroups set {took:.1f}s after it was Ready; over {elapsed:.1f}s it used {used:.3f} cores "
+              f"(4 spinning processes, batch-cpu 1000; throttled in {throttled} of {periods} periods); kubepods {(cgroup_cpu_seconds(tiers['']) - tiers0['']) / elapsed:.3f}, "
+              f"burstable {(cgroup_cpu_seconds(tiers['burstable']) - tiers0['burstable']) / elapsed:.3f}, besteffort "
+              f"{(cgroup_cpu_seconds(tiers['besteffort']) - tiers0['besteffort']) / elapsed:.3f}, host "
+              f"{(host_busy_seconds() - host0) / elapsed:.3f} cores busy")  # fmt: skip
+        assert used == pytest.approx(1.0, rel=0.10), "the batch pod was not held to its 1-core batch-cpu"
+
+        # Something puts the kubelet's value back: the agent sets it again within a round or two.
+        quota_file = pod_cgroup(batch, "cpu") / container / "cpu.cfs_quota_us"
+        quota_file.write_text("-1\n")
+        wait_for("the container's quota set again", lambda: quota_file.read_text().strip() == "100000", 10,
+                 interval=0.1)  # fmt: skip
+
+        # 2 GiB wanted, 512 MiB allowed: the kernel kills the job by its own limit.
+        real_cluster.plane.kubectl("exec", "hog", "-n", workload_ns, "--", "touch", "/tmp/grow")
+        grown = time.monotonic()
+
+        def oom_killed() -> dict[str, Any] | None:
+            statuses = pod(real_cluster, workload_ns, "hog")["status"].get("containerStatuses") or [{}]
+            return statuses[0].get("state", {}).get("terminated")
+
+        terminated = wait_for("the batch pod's job OOM-killed", oom_killed, 60, context=lambda: real_cluster.plane
+                              .kubectl("logs", "hog", "-n", workload_ns, "--tail=5", check=False).stdout)  # fmt: skip
+        logs = real_cluster.plane.kubectl("logs", "hog", "-n", workload_ns, check=False).stdout
+        last = [int(line.split()[1]) for line in logs.splitlines() if line.startswith("holding")]
+        print(f"terminated {time.monotonic() - grown:.1f}s after it started growing, holding {last[-1:]} MiB: "
+              f"{terminated.get('reason')}, exit code {terminated.get('exitCode')}")  # fmt: skip
+        assert terminated["reason"] == "OOMKilled"
+        assert last and 400 <= last[-1] <= 512, f"killed after holding {last[-1:]} MiB, not at its 512 MiB limit"
+
+    ls_after = pod(real_cluster, workload_ns, "ls")
+    assert cgroup_files(ls_after) == ls_before, "the LS pod's cgroups were changed"
+    assert ls_after["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert ls_after["status"]["containerStatuses"][0]["ready"] is True
 
 
 # ----------------------------------------------------------------------------- §4 scheduling and draining

@@ -366,8 +366,7 @@ def start_component(plane: ControlPlane, component: str, config: Path, argv: lis
     proc = Component(
         f"loadline-{component}",
         [sys.executable, "-m", "common", component, f"--kubeconfig={config}", *argv,
-         *(["--metrics-address=127.0.0.1", f"--metrics-port={port}"] if component == "agent"
-           else ["--bind-address=127.0.0.1", f"--{'metrics-port' if component == 'manager' else 'port'}={port}"])],
+         "--bind-address=127.0.0.1", f"--port={port}"],
         plane.root / "logs" / f"loadline-{component}.log",
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT), "POD_NAME": f"{component}-0"},
     )  # fmt: skip

@@ -9,12 +9,14 @@ from common.api.csimigration import inline_volume, migrated_node_affinity
 from common.api.csimigration import persistent_volume as in_tree_pv
 from common.api.malformed import MalformedObjectError
 from common.api.podvolumes import parse_pod_volumes
+from common.api.scheduling import parse_int64
 from common.api.storage import (
     parse_claim,
     parse_csi_node,
     parse_persistent_volume,
     parse_storage_capacity,
     parse_storage_class,
+    parse_volume_affinity,
 )
 from tests.storage_objects import claim, csi_node, node_affinity, persistent_volume, storage_capacity, storage_class
 
@@ -107,6 +109,32 @@ def test_in_tree_pvs_translate_to_their_csi_driver_and_handle(spec: dict[str, ob
     found = in_tree_pv(spec, labels)
     assert found is not None and (found.plugin.driver, found.handle) == (driver, handle)
     assert inline_volume({"name": "v", "configMap": {}}) is None
+
+
+@pytest.mark.parametrize(("zones", "problem"), [
+    ("z1__z2", "zone in unexpected format, expected: {locale}-{region}-{zone}, got: z1"),
+    ("us-central1-a__us-east1-b", "multiple or no regions gotten from zones, got: map[us-central1:{} us-east1:{}]"),
+])  # fmt: skip
+def test_a_regional_gce_pd_whose_zones_name_no_one_region_cannot_be_translated(zones: str, problem: str) -> None:
+    """csi-translation-lib gceGetRegionFromZones fails on these; kube-scheduler's VolumeBinding then errors on a node
+    that migrated the plugin, and NodeVolumeLimits does not count the volume (found by the differential test)."""
+    found = in_tree_pv({"gcePersistentDisk": {"pdName": "pd"}}, {"topology.kubernetes.io/zone": zones})
+    assert found is not None and found.handle == "" and found.problem == f"failed to get region from zones: {problem}"
+    pv = parse_persistent_volume(persistent_volume("pv", source={"gcePersistentDisk": {"pdName": "pd"}},
+                                                   labels={"topology.kubernetes.io/zone": zones}))  # fmt: skip
+    assert pv.migration_problem == f"failed to get region from zones: {problem}"
+
+
+def test_an_integer_is_read_as_go_reads_it() -> None:
+    """strconv.ParseInt(v, 10, 64): a Gt value Python would read but Go would not makes the term unreadable."""
+    assert [parse_int64(v) for v in ("5", "+5", "-5", "007")] == [5, 5, -5, 7]
+    assert [parse_int64(v) for v in ("1_000", " 5", "5.0", "", "9223372036854775808")] == [None] * 5
+    terms = [{"matchExpressions": [{"key": "rank", "operator": "Gt", "values": [v]}]} for v in ("1_000", "3")]
+    affinity = parse_volume_affinity({"required": {"nodeSelectorTerms": terms}}, "spec.nodeAffinity")
+    assert affinity is not None and len(affinity.terms) == 1
+    assert affinity.matches({"rank": "4"}) and not affinity.matches({"rank": "4_0"})
+    assert affinity.errors == ("nodeSelectorTerms[0].matchExpressions[0].values[0]: Invalid value: \"1_000\": "
+                               "for 'Gt', 'Lt' operators, the value must be an integer",)
 
 
 def test_a_migrated_pvs_zone_moves_to_the_drivers_topology_key() -> None:

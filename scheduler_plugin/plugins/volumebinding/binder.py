@@ -134,7 +134,8 @@ def revert(pvs: PersistentVolumes, claims: PersistentVolumeClaims, reserved: Res
 
 async def write_bindings(api: ObjectAPI, stores: Stores, reserved: Reserved) -> None:
     """bindAPIUpdate: PUT the pre-bound PVs, then the claims to provision; each answer replaces what PreBind
-    waits for. A failed write reverts the assumptions not written yet and raises BindingFailed."""
+    waits for. A failed write reverts the assumptions not written yet and raises BindingFailed with the API
+    server's answer, as kube-scheduler does (it names the object)."""
     done_static = done_claims = 0
     try:
         for i, (claim, pv) in enumerate(reserved.static):
@@ -146,27 +147,29 @@ async def write_bindings(api: ObjectAPI, stores: Stores, reserved: Reserved) -> 
             reserved.provisions[i] = parse_claim(await api.replace(path, claim.raw))
             done_claims += 1
     except KubeError as exc:
-        what = (f"PersistentVolume {reserved.static[done_static][1].name}" if done_static < len(reserved.static)
-                else f"PersistentVolumeClaim {reserved.provisions[done_claims].key}")  # fmt: skip
         unwritten = Reserved(reserved.node, reserved.static[done_static:], reserved.provisions[done_claims:])
         revert(stores.pvs, stores.claims, unwritten)
-        raise BindingFailed(f"updating {what}: {exc.message}") from None
+        raise BindingFailed(exc.message) from None
 
 
 def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores: Stores) -> bool:
-    """checkBindings: True once every claim is bound; False while waiting; BindingFailed to give up."""
+    """checkBindings: True once every claim is bound; False while waiting; BindingFailed to give up, in
+    kube-scheduler's words (`wait_for_bindings` says "binding volumes: " first, as BindPodVolumes does)."""
     info = snapshot.node_by_name(reserved.node)
     if info is None:
-        raise BindingFailed(f'failed to get node "{reserved.node}"')
+        raise BindingFailed(f'failed to get node "{reserved.node}": node "{reserved.node}" not found')
     if pod.key not in snapshot.pods:
-        raise BindingFailed("pod does not exist any more")
+        raise BindingFailed(f'pod does not exist any more: pods "{pod.name}" not found')
     rows = np.asarray([info.index], np.intp)
     pvs, claims = stores.pvs, stores.claims
     csi_node = stores.csi_nodes.get(reserved.node)
     migrated = csi_node.migrated_plugins if csi_node is not None else frozenset()
 
-    def fits(pv: PersistentVolume) -> bool:
+    def fits(pv: PersistentVolume, *, static: bool) -> bool:
         plugin = pv.in_tree.plugin.name if pv.in_tree is not None else ""
+        if plugin in migrated and pv.migration_problem is not None:  # (tryTranslatePVToCSI failed)
+            problem = f"could not translate pv: {pv.migration_problem}"
+            raise BindingFailed(f"failed to translate pv to csi: {problem}" if static else problem)
         affinity = pv.affinity_on(plugin in migrated)
         return bool(affinity_mask(snapshot, rows, affinity)[0])
 
@@ -174,34 +177,41 @@ def check_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores:
         pv = pvs.get_api(written.name)
         current = claims.get_api(claim.key)
         if pv is None or current is None:
-            missing = f"persistentvolume {written.name!r}" if pv is None else f"persistentvolumeclaim {claim.key!r}"
+            missing = f'persistentvolume "{written.name}"' if pv is None else f'persistentvolumeclaim "{claim.key}"'
             raise BindingFailed(f"failed to check binding: {missing} not found")
         if written.resource_version > pv.resource_version:
             return False  # our write has not come back through the watch yet
-        if not fits(pv):
-            raise BindingFailed(f"pv {pv.name!r} node affinity doesn't match node {reserved.node!r}")
+        if not fits(pv, static=True):
+            raise BindingFailed(_affinity_mismatch(pv, reserved.node, migrated))
         if pv.claim_ref is None or not pv.claim_ref.uid:
-            raise BindingFailed(f"ClaimRef got reset for pv {pv.name!r}")
+            raise BindingFailed(f'ClaimRef got reset for pv "{pv.name}"')
         if not current.fully_bound:
             return False
     for written_claim in reserved.provisions:
         current = claims.get_api(written_claim.key)
         if current is None:
-            raise BindingFailed(f"failed to check provisioning pvc: persistentvolumeclaim {written_claim.key!r} "
+            raise BindingFailed(f'failed to check provisioning pvc: persistentvolumeclaim "{written_claim.key}" '
                                 "not found")  # fmt: skip
         if written_claim.resource_version > current.resource_version:
             return False
         if current.selected_node != reserved.node:
-            raise BindingFailed(f"provisioning failed for PVC {current.name!r}")
+            raise BindingFailed(f'provisioning failed for PVC "{current.name}"')
         if current.volume_name:
             pv = pvs.get_api(current.volume_name)
             if pv is None:
                 return False  # not watched yet
-            if not fits(pv):
-                raise BindingFailed(f"pv {pv.name!r} node affinity doesn't match node {reserved.node!r}")
+            if not fits(pv, static=False):
+                raise BindingFailed(_affinity_mismatch(pv, reserved.node, migrated))
         if not current.fully_bound:
             return False
     return True
+
+
+def _affinity_mismatch(pv: PersistentVolume, node: str, migrated: frozenset[str]) -> str:
+    plugin = pv.in_tree.plugin.name if pv.in_tree is not None else ""
+    affinity = pv.affinity_on(plugin in migrated)
+    why = affinity.mismatch() if affinity is not None else "no matching NodeSelectorTerms"
+    return f'pv "{pv.name}" node affinity doesn\'t match node "{node}": {why}'
 
 
 async def wait_for_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved, stores: Stores,
@@ -209,8 +219,11 @@ async def wait_for_bindings(snapshot: Snapshot, pod: PodInfo, reserved: Reserved
     """Poll `check_bindings` until it says done; BindingFailed on failure or after `timeout_seconds`."""
     deadline = time.monotonic() + timeout_seconds
     while True:
-        if check_bindings(snapshot, pod, reserved, stores):
-            return
+        try:
+            if check_bindings(snapshot, pod, reserved, stores):
+                return
+        except BindingFailed as failed:
+            raise BindingFailed(f"binding volumes: {failed}") from None
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             waiting = [c.key for c, _ in reserved.static] + [c.key for c in reserved.provisions]

@@ -112,16 +112,20 @@ def find_pod_volumes(
 
 
 # --------------------------------------------------------------------------- bound claims
-def pv_node_mask(run: _Pass, pv: PersistentVolume, csi_nodes: CSINodes, *, translate: bool) -> BoolArray:
-    """Where the PV's node affinity holds (translated on nodes whose CSINode migrated its plugin)."""
+def pv_node_mask(run: _Pass, pv: PersistentVolume, csi_nodes: CSINodes, undecided: BoolArray) -> BoolArray:
+    """Where the PV's node affinity holds (translated on nodes whose CSINode migrated its plugin). A PV that
+    cannot be translated fails the Filter (binder.go tryTranslatePVToCSI) if a node still `undecided` migrated
+    its plugin: kube-scheduler's checkBoundClaims stops at a node's first mismatching claim."""
     plain = run.masks.of(pv.node_affinity)
-    if not translate or pv.in_tree is None or pv.in_tree.plugin.name not in MIGRATION_ON:
+    if pv.in_tree is None or pv.in_tree.plugin.name not in MIGRATION_ON:
         return plain
     migrated = migrated_rows(run.snapshot, run.rows, csi_nodes, pv.in_tree.plugin.name)
     if not migrated.any():
         return plain
     if pv.migration_problem is not None:
-        raise FilterError(f"could not translate pv {pv.name!r} to CSI: {pv.migration_problem}")
+        if (migrated & undecided).any():
+            raise FilterError(f"could not translate pv: {pv.migration_problem}")
+        return plain  # (only nodes an earlier claim already rejected migrated it)
     return np.where(migrated, run.masks.of(pv.migrated_affinity), plain)
 
 
@@ -134,7 +138,7 @@ def _check_bound(run: _Pass, bound: Sequence[PersistentVolumeClaim], stores: Sto
         pv = stores.pvs.get(claim.volume_name)
         if pv is None:
             return conflict, ~decided  # a missing PV is the answer wherever nothing decided before
-        mismatch = ~pv_node_mask(run, pv, stores.csi_nodes, translate=True) & ~decided
+        mismatch = ~pv_node_mask(run, pv, stores.csi_nodes, ~decided) & ~decided
         conflict |= mismatch
         decided |= mismatch
     return conflict, np.zeros(n, np.bool_)

@@ -10,6 +10,7 @@ from agent.collectors.cgroups import PsiScope
 from agent.config import AgentSettings, ConfigError, load
 from agent.main import build_parser, main
 from common.api.nodemetric import NodeMemoryCollectPolicy
+from common.flags import is_deprecated_alias
 
 
 def test_defaults_are_koordinators() -> None:
@@ -56,7 +57,7 @@ def test_node_name_from_downward_api_unless_set() -> None:
         ({"aggregate_windows": "5m,later"}, "aggregate_windows"),
         ({"node_memory_collect_policy": "everything"}, "node_memory_collect_policy"),
         ({"publish_burst": "0"}, "publish_burst"),
-        ({"metrics_port": "70000"}, "metrics_port"),
+        ({"port": "70000"}, "port"),
         ({"collectors": "node,teleport"}, "collectors"),
         ({"create_nodemetric": "perhaps"}, "create_nodemetric"),
         ({"retry_initial_seconds": "10", "retry_max_seconds": "1"}, "retry_max_seconds"),
@@ -84,6 +85,24 @@ def test_every_setting_is_a_flag() -> None:
     )
     assert (args.aggregate_windows, args.create_nodemetric, args.publish) == ("2s,4s", "false", "true")
     assert args.collect_interval_seconds == "0.2"
+
+
+def test_renamed_settings_still_work_from_the_file_and_the_environment_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "agent.yaml"
+    config.write_text("metrics_port: 9400\nmetrics_address: 127.0.0.3\n")
+    with caplog.at_level("WARNING", logger="loadline.config"):
+        s = load({}, file=config, environ={})
+        assert (s.port, s.bind_address) == (9400, "127.0.0.3")
+        assert f"metrics_port (in {config}) is deprecated, use port" in caplog.text
+        assert load({}, environ={"LOADLINE_AGENT_METRICS_PORT": "9401"}).port == 9401
+        assert "LOADLINE_AGENT_METRICS_PORT is deprecated, use LOADLINE_AGENT_PORT" in caplog.text
+    # the new name wins over the old in the same source, and a flag over both
+    assert load({}, environ={"LOADLINE_AGENT_METRICS_PORT": "1", "LOADLINE_AGENT_PORT": "2"}).port == 2
+    config.write_text("metrics_port: 1\nport: 2\n")
+    assert load({}, file=config, environ={}).port == 2
+    assert load({"port": "3"}, environ={"LOADLINE_AGENT_METRICS_PORT": "1"}).port == 3
 
 
 def test_main_exits_2_on_a_bad_value(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +137,7 @@ def test_every_option_has_help_and_lists_its_choices() -> None:
     from agent.main import build_parser
 
     parser = build_parser()
-    actions = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    actions = [a for a in parser._actions if a.option_strings and a.dest != "help" and not is_deprecated_alias(a)]
     assert len(actions) > 40
     for action in actions:
         assert action.help and len(action.help) > 10, action.option_strings

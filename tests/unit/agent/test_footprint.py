@@ -49,7 +49,7 @@ async def run(tmp: Path) -> None:
     write_proc(tmp / "proc", ProcValues())  # no driver/nvidia: the GPU collector stays off
     FakeCgroupTree(tmp / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, QoSClass.BURSTABLE))
     settings = AgentSettings.model_validate({
-        "proc_root": tmp / "proc", "sys_root": tmp / "sys", "cgroup_root": tmp / "cgroup", "metrics_port": 0,
+        "proc_root": tmp / "proc", "sys_root": tmp / "sys", "cgroup_root": tmp / "cgroup", "port": 0,
         "collect_interval_seconds": 0.1, "kubelet_url": "http://127.0.0.1:1",  # asked, and nobody answers
     })
     agent = NodeAgent(settings, standalone=True)

@@ -30,7 +30,7 @@ def settings(tmp_path: Path, **more: object) -> AgentSettings:
             "aggregation_interval_seconds": 60,  # far longer than the test: raw values must not wait for it
             "aggregate_windows": [1.0],
             "aggregate_duration_seconds": 1.0,
-            "metrics_port": 0,
+            "port": 0,
             "kubelet_url": "",
             **more,
         }

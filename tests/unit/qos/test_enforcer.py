@@ -283,3 +283,51 @@ def test_pods_can_come_from_the_agents_own_pod_watch(tmp_path: Path) -> None:
     rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
     asyncio.run(enforcer.step())
     assert [path for path, _ in deletions(rig)] == [pod_path("shared-be")]
+
+
+def test_batch_quotas_give_way_to_cfs_quota_suppression_and_come_back_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """koordlet's rule (batchresource/rule.go): while BE suppression runs with the cfsQuota policy the batch pods'
+    quotas are -1 and the besteffort cgroup's quota holds them. The order keeps cgroup v1 content: the pod's quota is
+    lifted before the besteffort quota is set, and set again only after that quota is lifted."""
+    from agent.qos.batch_cgroup import CgroupDirs
+    from agent.qos.becgroup import BECgroup
+
+    rig = Rig(tmp_path)
+    batch = pod("batch", "bt1", qos="BE")
+    batch["spec"]["containers"][0]["resources"] = {"limits": {"kubernetes.io/batch-cpu": "1000"}}
+    batch["status"]["containerStatuses"] = []
+    rig.enforcer.pod_watch.store["ns/batch"] = batch
+    pod_cpu = rig.be_cpu / "podbt1"
+    for controller, files in (("cpu", {"cpu.shares": "2", "cpu.cfs_quota_us": "-1", "cpu.cfs_period_us": "100000"}),
+                              ("memory", {"memory.limit_in_bytes": "9223372036854771712"})):  # fmt: skip
+        d = tmp_path / "cg" / controller / "kubepods" / "besteffort" / "podbt1"
+        d.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (d / name).write_text(text + "\n")
+    writes: list[str] = []
+    write_knob, write_quota = CgroupDirs.write, BECgroup.write_quota
+
+    def knob(self: CgroupDirs, k: Any, text: str) -> None:
+        writes.append(f"{self.path(k).name}={text}")
+        write_knob(self, k, text)
+
+    def tier(self: BECgroup, quota_us: int) -> None:
+        writes.append(f"besteffort={quota_us}")
+        write_quota(self, quota_us)
+
+    monkeypatch.setattr(CgroupDirs, "write", knob)
+    monkeypatch.setattr(BECgroup, "write_quota", tier)
+    rig.step()  # no NodeSLO: the batch pod gets its quota at once
+    assert writes == ["cpu.cfs_quota_us=100000"] and rig.quota() == -1  # (shares: 2 without a request, as they are)
+    writes.clear()
+    rig.slo(enable=True, cpuSuppressPolicy="cfsQuota", cpuSuppressThresholdPercent=65)
+    rig.use(node_cpu=5.5, ls_cpu=2.0, be_cpu=1.5)
+    rig.step()
+    assert writes == ["cpu.cfs_quota_us=-1", "besteffort=120000"]
+    writes.clear()
+    rig.slo(enable=False, cpuSuppressPolicy="cfsQuota")
+    rig.step()
+    assert writes == ["besteffort=-1", "cpu.cfs_quota_us=100000"]
+    assert (pod_cpu / "cpu.cfs_quota_us").read_text() == "100000"

@@ -194,7 +194,7 @@ def test_a_failing_filter_plugin_answers_with_error() -> None:
     framework = next(iter(ext.frameworks.values()))
     framework.filter_plugins.append(Broken())
     result = ext.filter(names_request(pod("p"), ["warm", "cold"]))
-    assert result["Error"] == "running Filter plugin Broken: boom"
+    assert result["Error"] == 'running "Broken" filter plugin: boom'
     assert result["NodeNames"] is None and result["Nodes"] is None
 
 
@@ -208,7 +208,7 @@ def test_an_error_status_from_a_filter_plugin_answers_with_error() -> None:
     ext = engine()
     next(iter(ext.frameworks.values())).filter_plugins.append(Erroring())
     result = ext.filter(names_request(pod("p"), ["cold"]))
-    assert result["Error"] == "running Filter plugin Erroring: metrics backend down"
+    assert result["Error"] == 'running "Erroring" filter plugin: metrics backend down'
 
 
 # --------------------------------------------------------------------------- prioritize
@@ -247,7 +247,7 @@ def test_prioritize_with_a_failing_score_plugin_raises() -> None:
     ext = engine()
     framework = next(iter(ext.frameworks.values()))
     framework.score_plugins.append((Broken(), 1, None))
-    with pytest.raises(PluginError, match="running Score plugin Broken: boom"):
+    with pytest.raises(PluginError, match='running Score plugins: plugin "Broken" failed with: boom'):
         ext.prioritize(names_request(pod("p"), ["warm", "cold"]))
 
 

@@ -208,6 +208,21 @@ def test_prefilter_rejection_message_and_postfilter_message() -> None:
     assert snap.records == {}
 
 
+def test_an_error_of_postfilter_is_said_in_the_fit_error_and_the_pod_stays_unschedulable() -> None:
+    """kube-scheduler's schedulingCycle: RunPostFilterPlugins' Error (e.g. a Filter failing in preemption's
+    simulation) is logged and becomes the FitError's PostFilter message, in the plugin's own words; the pod is
+    Unschedulable, not failed (found by the differential test: an in-tree PV that cannot be translated)."""
+    log: list[str] = []
+    fw, _, _ = make([
+        Recorder("A", log, filter=lambda snap, rows: FilterResult.reject_all(rows.size, "nope")),
+        Recorder("B", log, post_filter=Status.error("preemption: the simulation failed")),
+    ], nodes=2, points=("filter", "postFilter"))
+    result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
+    assert result.status.code is Code.UNSCHEDULABLE
+    assert result.status.message == "0/2 nodes are available: 2 nope. preemption: the simulation failed"
+    assert not result.nominated_node_name
+
+
 def test_prefilter_result_narrows_candidates_and_counts_absent_nodes() -> None:
     log: list[str] = []
     rows_seen: list[list[int]] = []
@@ -398,7 +413,9 @@ def test_an_exception_at_any_scheduling_point_is_an_error_naming_plugin_and_poin
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
     wire_name = {"pre_filter": "PreFilter", "pre_score": "PreScore"}.get(point, point.capitalize())
     assert result.status.code is Code.ERROR and result.status.plugin == "A"
-    assert result.status.message == f"running {wire_name} plugin A: kaboom"
+    # kube-scheduler's words for each point (pkg/scheduler/framework/runtime/framework.go)
+    where = {"Filter": 'running "A" filter plugin', "Score": 'running Score plugins: plugin "A" failed with'}
+    assert result.status.message == where.get(wire_name, f'running {wire_name} plugin "A"') + ": kaboom"
     assert (wire_name, "A", Code.ERROR) in observed.plugins
     assert snap.records == {}  # nothing stays assumed
     if point in ("reserve", "permit"):
@@ -408,7 +425,7 @@ def test_an_exception_at_any_scheduling_point_is_an_error_naming_plugin_and_poin
 def test_an_error_status_answered_by_a_plugin_names_it() -> None:
     fw, _, _ = make([Recorder("A", [], pre_score=Status.error("metrics backend down"))], points=("preScore",))
     result = scheduling_cycle(fw, PodInfo.from_dict(pod("p")))
-    assert result.status.message == "running PreScore plugin A: metrics backend down"
+    assert result.status.message == 'running PreScore plugin "A": metrics backend down'
     assert result.status.plugin == "A"
 
 
@@ -461,4 +478,4 @@ def test_pre_filter_extensions_run_on_the_plugins_that_have_them_and_did_not_ski
     assert log == ["A.RemovePod victim@n1", "A.AddPod victim@n2"]
     fw, snap, _ = make([WithExtensions("A", log, add_pod=Status.error("no room"))], points=("preFilter",))
     status = fw.run_pre_filter_extension_add_pods(CycleState(), me, snap, snap.node_indices()[:1], [victim])
-    assert status.code is Code.ERROR and status.message == "running AddPod plugin A: no room"
+    assert status.code is Code.ERROR and status.message == 'running AddPod on PreFilter plugin "A": no room'

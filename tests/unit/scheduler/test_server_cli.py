@@ -99,6 +99,12 @@ def test_explain_renders_rejections_scores_and_the_gang() -> None:
     assert "tied" not in text
     tied = {**scored, "attempt": {**DOC["attempt"], "node": "a", "feasibleNodes": 3, "tiedNodes": 3}}  # type: ignore[dict-item]
     assert "chosen: a (one of 3 tied at the best total, picked at random)" in explain.render(tied)
+    failed_before = {**DOC, "lastBindFailure": {
+        "at": "2026-01-01T00:00:00Z", "attempts": 1, "node": "b", "tiedNodes": 2,
+        "message": 'running PreBind plugin "VolumeBinding": binding volumes: pv "p" node affinity doesn\'t match node "b"'}}
+    assert ('  binding failed earlier (attempt #1, 2026-01-01T00:00:00Z) on b (one of 2 tied): running PreBind plugin '
+            '"VolumeBinding"') in explain.render(failed_before)
+    assert "binding failed earlier" not in explain.render(DOC)
     assert len(explain.render(DOC, max_nodes=1).splitlines()) < len(explain.render(DOC).splitlines())
 
 

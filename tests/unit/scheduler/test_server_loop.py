@@ -14,12 +14,15 @@ import pytest
 from common.kube.http import KubeError
 from scheduler_plugin.framework.events import NODE_ADD, NODE_METRIC
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.schedule_one import scheduling_cycle
+from scheduler_plugin.framework.schedule_one import ScheduleResult, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
+from scheduler_plugin.framework.status import Status
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server import scheduler as scheduler_module
+from scheduler_plugin.server.attempts import BIND_FAILED, AttemptLog, BindFailure
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.cache import node_changed_for_scheduling, pod_spec_changed, same_scheduling_fields
+from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.queueing import EventInterests
 from scheduler_plugin.server.reporter import Reporter, condition_patch
 from scheduler_plugin.server.scheduler import Scheduler
@@ -213,8 +216,34 @@ def test_a_binding_that_fails_after_the_loop_went_idle_is_retried_after_its_back
             await asyncio.sleep(0.3)  # the loop has nothing else to do: it idles
             http.hold_bindings.set()  # the binding fails now, and the next attempt succeeds
             await until(lambda: http.bindings.get("default/p") == "n1", within=3.0)
+            # explain keeps where the failed attempt went and how it ended, beside the last one
+            status, doc = explain_pod(scheduler, "default", "p", is_leader=True)
+            assert status == 200 and doc["attempt"]["outcome"] == "bound" and doc["attempt"]["attempts"] == 2
+            failure = doc["lastBindFailure"]
+            assert (failure["attempts"], failure["node"], failure["tiedNodes"]) == (1, "n1", 1)
+            assert "connection refused" in failure["message"]
 
     asyncio.run(run())
+
+
+def test_the_attempt_log_keeps_the_last_binding_failure_through_later_attempts() -> None:
+    log, raw = AttemptLog(), pod("p")
+    p = PodInfo.from_dict(raw)
+    prebind = 'running PreBind plugin "VolumeBinding": binding volumes: pv "v" node affinity doesn\'t match node "n2"'
+    log.record("default/p", ScheduleResult(p, Status(), node_name="n2", tied_nodes=2), profile="x", at=1.0,
+               attempts=1, outcome="binding")
+    log.mark("default/p", BIND_FAILED, prebind)
+    for attempt in (2, 3):  # the claim it bound keeps it off every node now
+        log.record("default/p", ScheduleResult(p, Status.unschedulable("no")), profile="x", at=float(attempt),
+                   attempts=attempt, outcome="unschedulable")
+    entry = log.get("default/p")
+    assert entry is not None and entry.attempts == 3
+    assert entry.bind_failure == BindFailure(1.0, 1, prebind, "n2", 2)
+    # a new pod of the same name starts afresh
+    again = PodInfo.from_dict({**raw, "metadata": {**raw["metadata"], "uid": "another"}})
+    log.record("default/p", ScheduleResult(again, Status()), profile="x", at=4.0, attempts=1, outcome="binding")
+    latest = log.get("default/p")
+    assert latest is not None and latest.bind_failure is None
 
 
 def test_losing_leadership_rolls_back_waiting_and_binding_pods() -> None:

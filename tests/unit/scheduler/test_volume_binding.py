@@ -4,6 +4,7 @@ same statuses and scores), plus Reserve/PreBind/Unreserve over the assume cache 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 from typing import Any
 
@@ -316,6 +317,46 @@ def test_an_in_tree_pv_is_matched_in_the_csi_topology_where_the_node_migrated_it
     assert rejected == {"csi-only": [NODE_CONFLICT]}
 
 
+def test_a_bound_in_tree_pv_that_cannot_be_translated_is_an_error_where_the_node_migrated_its_plugin() -> None:
+    """binder.go checkBoundClaims → tryTranslatePVToCSI: a regional GCE PD whose zones are not
+    {locale}-{region}-{zone} fails the Filter on a node that migrated gce-pd (kube-scheduler's words); elsewhere its
+    untranslated node affinity is matched. Found by the differential test (preemption ran into it)."""
+    gce = {"gcePersistentDisk": {"pdName": "disk-1"}}
+    pv = persistent_volume("pv-gce", storage_class="wait", source=gce, phase="Bound", labels={"topology.kubernetes.io/zone": "z1__z2"},
+                           claim_ref=("default", "pvc-a", "uid-pvc-default-pvc-a"))  # fmt: skip
+    pvc = claim("pvc-a", storage_class="wait", volume_name="pv-gce", bound=True)
+
+    def filtered(*csi_nodes: Obj) -> tuple[dict[str, list[str]], Any]:
+        snap = volume_snapshot(nodes("a", "b"), pvs=[pv], claims=[pvc], classes=[WAIT], csi_nodes=list(csi_nodes))
+        _, rejected, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-a"))
+        return rejected, result
+
+    rejected, result = filtered(csi_node("a"), csi_node("b", migrated=["kubernetes.io/aws-ebs"]))
+    assert rejected == {} and result is not None and result.status.is_success()
+    _, result = filtered(csi_node("a"), csi_node("b", migrated=["kubernetes.io/gce-pd"]))
+    assert result is not None and result.status.code is Code.ERROR
+    assert result.status.message == ("could not translate pv: failed to get region from zones: zone in unexpected "
+                                     "format, expected: {locale}-{region}-{zone}, got: z1")
+
+
+def test_a_pv_that_cannot_be_translated_is_no_error_where_an_earlier_claim_rejected_the_node() -> None:
+    """checkBoundClaims stops at a node's first mismatching claim: the untranslatable PV of a later claim is never
+    looked at there (found by the differential test, seed 524772334, case 1823)."""
+    gce = {"gcePersistentDisk": {"pdName": "disk-1"}}
+    local, local_claim = bound_pair("pv-local", "pvc-local", hostname="a")
+    regional = persistent_volume("pv-gce", storage_class="wait", source=gce, phase="Bound",
+                                 labels={"topology.kubernetes.io/zone": "z1__z2"},
+                                 claim_ref=("default", "pvc-gce", "uid-pvc-default-pvc-gce"))  # fmt: skip
+    snap = volume_snapshot(nodes("a", "b"), pvs=[local, regional], classes=[WAIT],
+                           claims=[local_claim, claim("pvc-gce", storage_class="wait", volume_name="pv-gce", bound=True)],
+                           csi_nodes=[csi_node("b", migrated=["kubernetes.io/gce-pd"])])  # fmt: skip
+    _, rejected, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-local", "pvc-gce"))
+    assert result is not None and result.status.code is not Code.ERROR, result.status.message
+    assert rejected == {"b": [NODE_CONFLICT]}
+    _, _, result = filter_all(plugin_for(snap), snap, with_claims(pod("p"), "pvc-gce", "pvc-local"))
+    assert result is not None and result.status.code is Code.ERROR  # (the other order reaches it on b)
+
+
 def test_thousands_of_local_pvs_find_the_one_node_left() -> None:
     count = 2000
     names = [f"n{i}" for i in range(count)]
@@ -408,11 +449,12 @@ def test_a_failed_write_fails_prebind_and_reverts_what_was_not_written() -> None
     state, info = reserve(plugin, snap, with_claims(pod("p"), "pvc-a"), "node-a")
     status = asyncio.run(plugin.pre_bind(state, info, "node-a"))
     assert status.code is Code.ERROR
-    assert status.message == "updating PersistentVolume pv-a: the object has been modified"
+    assert status.message == "the object has been modified"  # (the API server's words name the object)
     assert snap.store(PersistentVolumes).get("pv-a").claim_ref is None  # type: ignore[union-attr]
 
 
-def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
+def _prebind_after(change: Any) -> str:
+    """PreBind of a pod whose PV pv-a it wrote, when the watch then delivers `change(written PV)`: its message."""
     api = FakeAPI()
     snap, plugin = local_setup(api)
     state, info = reserve(plugin, snap, with_claims(pod("p"), "pvc-a"), "node-a")
@@ -421,14 +463,40 @@ def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
         task = asyncio.create_task(plugin.pre_bind(state, info, "node-a"))
         await asyncio.sleep(0.05)
         (_, written), = api.writes
-        reset = copy.deepcopy(written)
-        reset["spec"]["claimRef"].pop("uid")
-        reset["metadata"]["resourceVersion"] = "999"
-        snap.store(PersistentVolumes).upsert(reset)
+        changed = copy.deepcopy(written)
+        change(changed)
+        changed["metadata"]["resourceVersion"] = "999"
+        with contextlib.suppress(MalformedObjectError):  # (kept, and reported for the log, when a term is unreadable)
+            snap.store(PersistentVolumes).upsert(changed)
         status = await asyncio.wait_for(task, 5)
+        assert status.code is Code.ERROR
         return status.message
 
-    assert "ClaimRef got reset for pv 'pv-a'" in asyncio.run(run())
+    return asyncio.run(run())
+
+
+def test_prebind_fails_when_the_pv_controller_resets_the_claim_ref() -> None:
+    message = _prebind_after(lambda pv: pv["spec"]["claimRef"].pop("uid"))
+    assert message == 'binding volumes: ClaimRef got reset for pv "pv-a"'
+
+
+def test_prebind_names_the_unreadable_terms_of_a_pv_that_no_longer_fits_as_kube_scheduler_does() -> None:
+    """CheckNodeAffinity's error where no term matches and a term cannot be read: the node selector's own."""
+    unreadable = node_affinity({HOSTNAME: ["node-b"]})
+    unreadable["required"]["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["high"]}]})  # fmt: skip
+    message = _prebind_after(lambda pv: pv["spec"].update(nodeAffinity=unreadable))
+    assert message == ('binding volumes: pv "pv-a" node affinity doesn\'t match node "node-a": nodeSelectorTerms[1]'
+                       ".matchExpressions[0].values[0]: Invalid value: \"high\": for 'Gt', 'Lt' operators, the value "
+                       "must be an integer")
+
+
+def test_prebind_fails_in_kube_schedulers_words_when_the_pv_no_longer_fits_the_node() -> None:
+    """binder.go checkBindings: `binding volumes: pv %q node affinity doesn't match node %q: %w` (the differential
+    test compares the FailedScheduling notes of both schedulers word for word)."""
+    message = _prebind_after(lambda pv: pv["spec"].update(nodeAffinity=node_affinity({HOSTNAME: ["node-b"]})))
+    assert message == ('binding volumes: pv "pv-a" node affinity doesn\'t match node "node-a": '
+                       "no matching NodeSelectorTerms")
 
 
 def test_reserve_marks_a_claim_to_provision_with_the_selected_node() -> None:

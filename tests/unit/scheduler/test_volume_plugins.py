@@ -192,6 +192,16 @@ def test_volume_attachments_count_and_a_node_without_a_limit_takes_anything() ->
     assert filter_all(NodeVolumeLimits(), unlimited, with_claims(pod("p"), "c2"))[1] == {}
 
 
+def test_a_volume_attached_twice_counts_once() -> None:
+    """csi.go getNodeVolumeAttachmentInfo keys the node's attachments by driver/handle: two VolumeAttachments of one
+    PV there are one volume (found by the differential test: two attachments and a limit of 2 left room for one)."""
+    twice = [volume_attachment(f"va-{i}", "limited", "csi.example.com", "pv-3") for i in range(2)]
+    snap = limits_snapshot([], attachments=twice)
+    assert filter_all(NodeVolumeLimits(), snap, with_claims(pod("p"), "c2"))[1] == {}
+    snap = limits_snapshot([], attachments=[*twice, volume_attachment("va-2", "limited", "csi.example.com", "pv-0")])
+    assert filter_all(NodeVolumeLimits(), snap, with_claims(pod("p"), "c2"))[1] == {"limited": [nodevolumelimits.REASON]}
+
+
 def test_unbound_claims_count_under_their_provisioner_and_in_tree_volumes_under_their_csi_driver() -> None:
     fast = storage_class("fast", provisioner="csi.example.com")
     existing = [with_claims(pod("e1", node_name="limited"), "c0")]

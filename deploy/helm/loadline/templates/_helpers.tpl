@@ -9,6 +9,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
 {{- end -}}
 
+{{- /* A component's HTTP port (/healthz, /readyz, /metrics): `port`, or `metricsPort`, the agent's and the
+manager's old name for it, while a values file still sets that (deprecated: NOTES.txt says so). */ -}}
+{{- define "loadline.port" -}}
+{{- .metricsPort | default .port -}}
+{{- end -}}
+
 {{- define "loadline.selector" -}}
 app.kubernetes.io/part-of: loadline
 app.kubernetes.io/component: {{ . }}
