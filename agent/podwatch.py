@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.collectors.pods import ContainerRef, PodRef
 from agent.inotify import DirectoryWatch
 from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass, kube_qos_class
@@ -35,13 +35,6 @@ log = logging.getLogger("loadline.agent.pods")
 
 PODS_PATH = "/api/v1/pods"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-
-_QOS = {
-    KubeQoSClass.GUARANTEED: QoSClass.GUARANTEED,
-    KubeQoSClass.BURSTABLE: QoSClass.BURSTABLE,
-    KubeQoSClass.BEST_EFFORT: QoSClass.BEST_EFFORT,
-}
-
 
 def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
     """The collector's view of a pod JSON object; None for pods without a UID or in a terminal phase."""
@@ -60,9 +53,9 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
                 continue
             containers.append(ContainerRef(str(cs.get("name", "")), str(cid)))
     try:
-        qos = _QOS[kube_qos_class(pod)]
+        qos = kube_qos_class(pod)
     except ValueError:  # an unparsable quantity in the spec: the API server would not have stored it
-        qos = QoSClass.BURSTABLE
+        qos = KubeQoSClass.BURSTABLE
     return PodRef(
         uid=str(uid),
         namespace=str(meta.get("namespace", "")),
@@ -200,7 +193,11 @@ _SYSTEMD_POD = re.compile(rf"kubepods(?:-burstable|-besteffort)?-pod{_UID}\.slic
 _SCOPE = re.compile(r"(cri-containerd|crio|docker|pouch)-([0-9a-f]{64})\.scope")
 _BARE = re.compile(r"(crio-)?([0-9a-f]{64})")
 _SCOPE_RUNTIME = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker", "pouch": "pouch"}
-_TIERS = (("", QoSClass.GUARANTEED), ("burstable", QoSClass.BURSTABLE), ("besteffort", QoSClass.BEST_EFFORT))
+_TIERS = (
+    ("", KubeQoSClass.GUARANTEED),
+    ("burstable", KubeQoSClass.BURSTABLE),
+    ("besteffort", KubeQoSClass.BEST_EFFORT),
+)
 
 
 SAFETY_RESCAN_SECONDS = 60.0
@@ -364,7 +361,7 @@ class CgroupPodDiscovery:
             return self._infos[1]
         out = {}
         for ref in pods:
-            kube_qos = {QoSClass.GUARANTEED: "Guaranteed", QoSClass.BURSTABLE: "Burstable"}.get(ref.qos, "BestEffort")
+            kube_qos = str(ref.qos)
             out[ref.uid] = PodIdentity.from_pod(
                 {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
             )
@@ -381,7 +378,7 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def tier_dirs(layout: CgroupLayout) -> tuple[tuple[str, QoSClass, re.Pattern[str]], ...]:
+def tier_dirs(layout: CgroupLayout) -> tuple[tuple[str, KubeQoSClass, re.Pattern[str]], ...]:
     """The directories each QoS tier's pods are in, the kubepods directory itself (the guaranteed tier's) first,
     with the pattern of a pod directory's name there."""
     base = layout.cpuacct

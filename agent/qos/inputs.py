@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
-from common.api.pod import KubeQoSClass, QoSClass, kube_qos_class, qos_class_of
+from common.api.pod import KoordQoSClass, KubeQoSClass, kube_qos_class, qos_class_of
 from common.api.quantity import Quantity, QuantityError
 from common.api.reservation import node_reservation
 from common.cpulist import parse_cpu_list
@@ -55,7 +55,7 @@ def pod_uid(pod: Mapping[str, Any]) -> str:
 def is_best_effort(pod: Mapping[str, Any]) -> bool:
     """koordinator.sh/qosClass=BE, or a Kubernetes BestEffort pod (what lands in the besteffort cgroup)."""
     try:
-        return qos_class_of(pod) is QoSClass.BE or kube_qos_class(pod) is KubeQoSClass.BEST_EFFORT
+        return qos_class_of(pod) is KoordQoSClass.BE or kube_qos_class(pod) is KubeQoSClass.BEST_EFFORT
     except (QuantityError, ValueError):
         return False
 
@@ -82,8 +82,8 @@ def exclusive_cpus(pods: Iterable[Mapping[str, Any]]) -> tuple[list[int], list[i
             cpus = parse_cpu_list(doc.get("cpuset") or "") if isinstance(doc, dict) else []
         except (json.JSONDecodeError, QuantityError, ValueError, AttributeError):
             continue
-        if qos is QoSClass.LSE:
+        if qos is KoordQoSClass.LSE:
             lse.update(cpus)
-        elif qos is QoSClass.LSR:
+        elif qos is KoordQoSClass.LSR:
             lsr.update(cpus)
     return sorted(lse), sorted(lsr)
