@@ -61,7 +61,7 @@ from common.api.nodemetric import (
     PodMetricInfo,
     ResourceMap,
 )
-from common.api.pod import priority_class_of, qos_class_of
+from common.api.poddigest import PodDigest, digest_pod
 from common.api.quantity import MAX_CONSUMER_UNITS, Format, Quantity
 from common.api.wire import GoDuration
 
@@ -167,14 +167,14 @@ class PodIdentity:
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> PodIdentity:
-        meta = pod.get("metadata") or {}
-        return cls(
-            uid=str(meta.get("uid", "")),
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta.get("name", "")),
-            priority=priority_class_of(pod).value,
-            qos=qos_class_of(pod).value,
-        )
+        return cls.from_digest(digest_pod(pod))
+
+    @classmethod
+    def from_digest(cls, digest: PodDigest) -> PodIdentity:
+        """A pod that cannot be read (see agent/podwatch.py pod_ref) is named without classes."""
+        if digest.problem is not None:
+            return cls(digest.uid, digest.namespace, digest.name, "", "")
+        return cls(digest.uid, digest.namespace, digest.name, digest.priority_class.value, digest.koord_qos.value)
 
 
 # ------------------------------------------------------------------------------------------------ aggregates

@@ -121,7 +121,8 @@ class ExtenderEngine:
         try:
             return PodInfo.from_dict(args.pod)
         except MalformedObjectError as exc:
-            raise InvalidPod(f"Pod: {exc}") from None
+            # The request is about this one pod: its field and what is wrong with it say enough.
+            raise InvalidPod(f"Pod: {exc.field}: {exc.detail}" if exc.field else f"Pod: {exc.detail}") from None
 
     def candidates(self, args: ExtenderArgs) -> Candidates:
         """Resolve the request's nodes to snapshot rows (full-Node mode: upserting the request's Nodes)."""
