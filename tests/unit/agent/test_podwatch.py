@@ -88,6 +88,30 @@ def test_a_pod_moving_nodes_leaves_the_old_one() -> None:
     assert index.refs("n1") == () and [r.uid for r in index.refs("n2")] == ["u1"]
 
 
+def test_a_malformed_pod_is_counted_once_per_version_and_still_measured() -> None:
+    from prometheus_client import REGISTRY
+
+    from common.kube.malformed import MalformedObjects
+
+    def counted() -> float:
+        labels = {"kind": "Pod", "reason": "invalid_quantity"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    index = PodIndex(MalformedObjects(("Pod",)))
+    before = counted()
+    bad = pod("u9", qos="Guaranteed")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    index.handle("ADDED", bad, None)
+    index.handle("MODIFIED", bad, bad)  # a re-list delivers the same version again
+    assert counted() - before == 1
+    # It runs on this node all the same: measured in the kubelet's tier, named without classes.
+    (ref,) = index.refs("n1")
+    assert ref.qos is KubeQoSClass.GUARANTEED and index.infos("n1")["u9"].qos == ""
+    assert index.malformed is not None and index.malformed.current() == [("Pod", "ns/p-u9")]
+    index.handle("MODIFIED", pod("u9", rv="2"), bad)  # fixed
+    assert index.malformed.current() == [] and index.infos("n1")["u9"].qos == "LSR"
+
+
 @pytest.mark.parametrize(
     ("version", "driver"),
     [
