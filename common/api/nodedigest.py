@@ -20,16 +20,9 @@ from common.api.malformed import MalformedObjectError, MalformedReason, from_val
 from common.api.pod import scalar
 from common.api.quantity import Quantity, QuantityError
 from common.api.scheduling import Taint, parse_taints
-from common.api.wire import QuantityText, WireView
+from common.api.wire import MetaView, QuantityText, WireView
 
 KIND: Final = "Node"
-
-
-class NodeMeta(WireView):
-    name: str | None = None
-    resource_version: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
 
 
 class NodeSpecView(WireView):
@@ -43,7 +36,7 @@ class NodeStatusView(WireView):
 
 
 class NodeView(WireView):
-    metadata: NodeMeta | None = None
+    metadata: MetaView | None = None
     spec: NodeSpecView | None = None
     status: NodeStatusView | None = None
 
@@ -98,7 +91,7 @@ def digest_node(obj: Mapping[str, Any]) -> NodeDigest:
         view = NodeView.model_validate(obj)
     except ValidationError as exc:
         return NodeDigest(name, problem=from_validation_error(KIND, name, exc))
-    meta, spec, status = view.metadata or NodeMeta(), view.spec or NodeSpecView(), view.status or NodeStatusView()
+    meta, spec, status = view.metadata or MetaView(), view.spec or NodeSpecView(), view.status or NodeStatusView()
     digest = NodeDigest(
         name,
         resource_version=meta.resource_version or "",

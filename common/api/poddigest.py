@@ -36,7 +36,7 @@ from common.api.pod import (
     scalar,
 )
 from common.api.quantity import QuantityError
-from common.api.wire import QuantityText, Time, WireView
+from common.api.wire import MetaView, QuantityText, Time, WireView
 
 KIND: Final = "Pod"
 
@@ -65,13 +65,7 @@ class OwnerRef(WireView):
     controller: bool | None = None
 
 
-class PodMeta(WireView):
-    name: str | None = None
-    namespace: str | None = None
-    uid: str | None = None
-    resource_version: str | None = None
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
+class PodMeta(MetaView):
     creation_timestamp: Time | None = None
     deletion_timestamp: Time | None = None
     owner_references: list[OwnerRef] | None = None
@@ -116,16 +110,24 @@ def _items(resources: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
     return tuple(resources.items()) if resources else ()
 
 
-def _container_signature(ctr: ContainerResources) -> tuple[Any, ...]:
-    res = ctr.resources
-    return (ctr.restart_policy, _items(res.requests) if res else (), _items(res.limits) if res else ())
+def _containers_signature(containers: list[ContainerResources] | None) -> tuple[Any, ...]:
+    if not containers:
+        return ()
+    out: list[tuple[Any, ...]] = []
+    for ctr in containers:
+        res = ctr.resources
+        if res is None:
+            out.append((ctr.restart_policy, (), ()))
+        else:
+            out.append((ctr.restart_policy, _items(res.requests), _items(res.limits)))
+    return tuple(out)
 
 
 def _signature(spec: PodSpecView, qos_reported: str | None) -> ResourceSignature:
     pod_level = spec.resources
     return (
-        tuple(_container_signature(ctr) for ctr in spec.containers or ()),
-        tuple(_container_signature(ctr) for ctr in spec.init_containers or ()),
+        _containers_signature(spec.containers),
+        _containers_signature(spec.init_containers),
         _items(pod_level.requests) if pod_level else (),
         _items(pod_level.limits) if pod_level else (),
         _items(spec.overhead),
@@ -134,7 +136,7 @@ def _signature(spec: PodSpecView, qos_reported: str | None) -> ResourceSignature
 
 
 def _containers(signatures: tuple[Any, ...], defaulted: bool) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for restart_policy, requests, limits in signatures:
         wanted = dict(requests)
         if defaulted:
@@ -187,6 +189,25 @@ def pod_resources(spec: PodSpecView, qos_reported: str | None) -> PodResources |
         if len(_RESOURCES) >= _RESOURCES_LIMIT:
             _RESOURCES.clear()
         found = _RESOURCES[signature] = _compute_resources(signature)
+    return found
+
+
+# Koordinator's classes depend on two labels, the priority, the class name and the Kubernetes QoS class: a few
+# combinations in a cluster, looked up rather than derived for each pod.
+_CLASSES: dict[tuple[Any, ...], tuple[KoordQoSClass, PriorityClass]] = {}
+
+
+def _classes(
+    labels: Mapping[str, str], priority: int | None, class_name: str | None, kube_qos: KubeQoSClass
+) -> tuple[KoordQoSClass, PriorityClass]:
+    key = (labels.get(c.LABEL_QOS_CLASS), labels.get(c.LABEL_PRIORITY_CLASS), priority, class_name, kube_qos)
+    found = _CLASSES.get(key)
+    if found is None:
+        if len(_CLASSES) >= _RESOURCES_LIMIT:
+            _CLASSES.clear()
+        koord_qos = qos_class_from(labels, kube_qos)
+        raw_class = priority_class_from(labels, priority, class_name)
+        found = _CLASSES[key] = (koord_qos, defaulted_priority_class(raw_class, koord_qos))
     return found
 
 
@@ -287,8 +308,7 @@ def digest_pod(obj: Mapping[str, Any]) -> PodDigest:
         return _malformed(obj, resources)
     labels = meta.labels or {}
     owners = tuple(meta.owner_references or ())
-    koord_qos = qos_class_from(labels, resources.kube_qos)
-    raw_class = priority_class_from(labels, spec.priority, spec.priority_class_name)
+    koord_qos, priority_class = _classes(labels, spec.priority, spec.priority_class_name, resources.kube_qos)
     return PodDigest(
         namespace=meta.namespace or "",
         name=meta.name,
@@ -306,5 +326,5 @@ def digest_pod(obj: Mapping[str, Any]) -> PodDigest:
         owners=owners,
         resources=resources,
         koord_qos=koord_qos,
-        priority_class=defaulted_priority_class(raw_class, koord_qos),
+        priority_class=priority_class,
     )

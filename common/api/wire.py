@@ -64,6 +64,17 @@ class WireView(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel, defer_build=True)
 
 
+class MetaView(WireView):
+    """metadata as the digests read it (the kinds add their own fields)."""
+
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
 QuantityText = str | StrictInt | float  # a resource.Quantity on the wire, parsed by `Quantity.parse`
 
 
