@@ -10,12 +10,14 @@ for a malformed node where it applies it, and counts it in `loadline_malformed_o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from pydantic import ValidationError
 
+from common.api import constants as c
 from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error, quantity_reason
 from common.api.pod import scalar
 from common.api.quantity import Quantity, QuantityError
@@ -51,6 +53,9 @@ class NodeDigest:
     taints: tuple[Taint, ...] = ()
     allocatable: dict[str, int] = field(default_factory=dict)  # status.allocatable, the values that parse
     capacity: dict[str, int] = field(default_factory=dict)  # status.capacity, the values that parse
+    # node.koordinator.sh/raw-allocatable (CPU normalisation, amplification): None when absent, or when it does not
+    # read, for then Koordinator uses status.allocatable (apis/extension/node_resource_amplification.go)
+    raw_allocatable: dict[str, int] | None = None
     unparsed: tuple[str, ...] = ()  # every resource field that did not parse ("status.allocatable.cpu")
     problem: MalformedObjectError | None = None  # the first thing wrong; only `name` is sure to be filled
 
@@ -71,6 +76,27 @@ def _resources(
                     field=f"{where}.{name}",
                     reason=quantity_reason(exc),
                 )
+
+
+def _raw_allocatable(annotations: Mapping[str, str]) -> dict[str, int] | None:
+    text = annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, Mapping):
+            return None
+        return {str(name): scalar(str(name), Quantity.parse(raw)) for name, raw in data.items()}
+    except (ValueError, TypeError, RecursionError):  # QuantityError is a ValueError
+        return None
+
+
+def allocatable_with_raw(allocatable: Mapping[str, int], raw: Mapping[str, int] | None) -> dict[str, int]:
+    """status.allocatable overridden per key by raw-allocatable: what LoadAware and LowNodeLoad size a node by.
+
+    Koordinator replaces the whole map when the annotation exists; overriding per key is the same for the usual
+    cpu+memory annotation and does not zero a resource the annotation omits."""
+    return {**allocatable, **raw} if raw else dict(allocatable)
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -98,6 +124,7 @@ def digest_node(obj: Mapping[str, Any]) -> NodeDigest:
         labels=meta.labels or {},
         annotations=meta.annotations or {},
         unschedulable=bool(spec.unschedulable),
+        raw_allocatable=_raw_allocatable(meta.annotations or {}),
     )
     try:
         digest.taints = parse_taints(spec.taints)

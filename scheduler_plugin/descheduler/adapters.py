@@ -9,17 +9,14 @@ Units follow the core (model.py): cpu in millicores, everything else by value.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from common.api import constants as c
 from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.poddigest import PodDigest, digest_pod
-from common.api.quantity import Quantity, QuantityError, consumer_units
 from common.api.scheduling import parse_node_affinity, parse_tolerations
 from common.api.wire import InvalidTimeError, parse_rfc3339
 from scheduler_plugin.descheduler.model import (
@@ -55,14 +52,6 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(value).items()}
 
 
-def scalar_value(name: str, raw: Any) -> float:
-    """One quantity in the core's unit; NaN when it does not parse."""
-    try:
-        return float(consumer_units(name, Quantity.parse(raw)))
-    except (QuantityError, TypeError, ValueError):
-        return NAN
-
-
 def parse_time(raw: Any) -> float | None:
     """RFC 3339 text → epoch seconds; None when absent or malformed."""
     if not isinstance(raw, str) or not raw:
@@ -74,6 +63,10 @@ def parse_time(raw: Any) -> float | None:
 
 
 # ----------------------------------------------------------------------------- nodes
+def _floats(values: Mapping[str, int]) -> dict[str, float | None]:
+    return {name: float(value) for name, value in values.items()}
+
+
 def node_snapshot(obj: JSON, digest: NodeDigest | None = None) -> NodeSnapshot:
     """The round's record of a node (from its digest, `common/api/nodedigest.py`).
 
@@ -84,30 +77,12 @@ def node_snapshot(obj: JSON, digest: NodeDigest | None = None) -> NodeSnapshot:
         raise digest.problem
     return NodeSnapshot(
         name=digest.name,
-        allocatable={name: float(value) for name, value in digest.allocatable.items()},
+        allocatable=_floats(digest.allocatable),
         labels=digest.labels,
-        raw_allocatable=raw_allocatable(digest.annotations),
+        raw_allocatable=_floats(digest.raw_allocatable) if digest.raw_allocatable is not None else None,
         unschedulable=digest.unschedulable,
         taints=digest.taints,
     )
-
-
-def raw_allocatable(annotations: Mapping[str, str]) -> ResourceValues | None:
-    """``node.koordinator.sh/raw-allocatable`` (JSON ResourceList); None when absent or malformed,
-    so status.allocatable is used, as Koordinator does when the annotation does not unmarshal."""
-    text = annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
-    if not text:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, Mapping):
-        return None
-    values = {str(k): scalar_value(str(k), v) for k, v in data.items()}
-    if any(math.isnan(v) for v in values.values()):
-        return None
-    return values
 
 
 # ----------------------------------------------------------------------------- pods

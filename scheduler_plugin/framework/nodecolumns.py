@@ -52,6 +52,7 @@ class NodeInfo:
         "name",
         "pods",
         "raw",
+        "raw_allocatable",
         "taint_set_id",
         "taints",
         "unschedulable",
@@ -65,6 +66,7 @@ class NodeInfo:
         self.taints: tuple[Taint, ...] = ()
         self.unschedulable = False
         self.allocatable: dict[str, int] = {}
+        self.raw_allocatable: dict[str, int] | None = None  # node.koordinator.sh/raw-allocatable (nodedigest.py)
         self.raw: Mapping[str, Any] = {}
         self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
         self.taint_set_id = 0
@@ -224,6 +226,7 @@ class NodeColumns:
         info.taints = taints
         info.unschedulable = digest.unschedulable
         info.allocatable = allocatable
+        info.raw_allocatable = digest.raw_allocatable
         info.raw = obj
         info.taint_set_id = self._intern_taints(taints)
         self._valid[i] = True

@@ -38,3 +38,18 @@ def test_what_is_wrong_with_a_node_and_what_still_reads() -> None:
     nameless = digest_node({"status": {"capacity": {"cpu": "4"}}})
     assert nameless.problem is not None and nameless.problem.reason is MalformedReason.MISSING_FIELD
     assert nameless.capacity == {"cpu": 4000}
+
+
+def test_raw_allocatable_annotation_overrides_per_key_and_is_ignored_when_it_does_not_read() -> None:
+    from common.api.nodedigest import allocatable_with_raw
+
+    obj = node(allocatable={"cpu": "8", "memory": "16Gi", "pods": 110})
+    obj["metadata"]["annotations"] = {"node.koordinator.sh/raw-allocatable": '{"cpu": "12", "memory": "20Gi"}'}
+    d = digest_node(obj)
+    assert d.raw_allocatable == {"cpu": 12000, "memory": 20 * 1024**3}
+    assert allocatable_with_raw(d.allocatable, d.raw_allocatable) == {"cpu": 12000, "memory": 20 * 1024**3, "pods": 110}
+    for text in ("{not json", '["cpu"]', '{"cpu": "lots"}'):  # Koordinator then uses status.allocatable
+        obj["metadata"]["annotations"]["node.koordinator.sh/raw-allocatable"] = text
+        unread = digest_node(obj)
+        assert unread.problem is None and unread.raw_allocatable is None
+        assert allocatable_with_raw(unread.allocatable, unread.raw_allocatable) == unread.allocatable
