@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from agent.collectors.base import Collector
 from agent.collectors.devices import Device, device_info
@@ -50,6 +51,7 @@ from agent.series import (
 )
 from agent.store.aggregate import WindowStats, average_window, build_report
 from agent.store.ring import SampleRing
+from common.api.malformed import MalformedObjectError, from_validation_error
 from common.api.nodemetric import (
     AGGREGATION_TYPES,
     AggregatedUsage,
@@ -448,6 +450,8 @@ class NodeReporter:
     pods: Callable[[], Mapping[str, PodIdentity]]
     devices: Callable[[], Sequence[Device]] = field(default=lambda: ())
     on_policy_change: Callable[[ReportPolicy], None] | None = None
+    # Told what is wrong with the NodeMetric's spec (None: it reads again); the agent with a cluster counts it.
+    on_spec_problem: Callable[[MalformedObjectError | None], None] | None = None
     min_aggregate_seconds: float = 60.0
     min_report_seconds: float = 30.0
     policy: ReportPolicy = field(init=False)
@@ -456,6 +460,16 @@ class NodeReporter:
 
     def __post_init__(self) -> None:
         self.policy = self.base_policy
+
+    def _spec_problem(self, exc: ValueError) -> MalformedObjectError:
+        where = "spec.metricCollectPolicy"
+        if isinstance(exc, ValidationError):
+            found = from_validation_error("NodeMetric", self.node_name, exc)
+            field = f"{where}.{found.field}" if found.field else where
+            return MalformedObjectError(
+                found.detail, kind="NodeMetric", name=self.node_name, field=field, reason=found.reason
+            )
+        return MalformedObjectError(str(exc), kind="NodeMetric", name=self.node_name, field=where)
 
     def apply_spec(self, spec: Mapping[str, Any] | None) -> bool:
         """Follow `spec.metricCollectPolicy` of the NodeMetric (None: the object or the policy is gone).
@@ -471,7 +485,11 @@ class NodeReporter:
             )
         except ValueError as exc:
             log.warning("ignoring invalid spec.metricCollectPolicy of NodeMetric %s: %s", self.node_name, exc)
+            if self.on_spec_problem is not None:
+                self.on_spec_problem(self._spec_problem(exc))
             return False
+        if self.on_spec_problem is not None:
+            self.on_spec_problem(None)
         self.spec_policy = collect
         if policy == self.policy:
             return False
