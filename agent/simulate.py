@@ -45,7 +45,9 @@ from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
 from agent.publisher import NodeMetricCache
+from common.api.poddigest import KIND as POD
 from common.kube.http import JSON, KubeHTTP
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import Reflector
 
 log = logging.getLogger("loadline.agent.simulate")
@@ -80,7 +82,7 @@ class Simulation:
         self._own_http = http is None
         self.params = SimulationParams.from_settings(settings)
         self.nodes: dict[str, SimulatedNode] = {}
-        self.pods = PodIndex()
+        self.pods = PodIndex(MalformedObjects((POD,)))
         self.timings = AgentTimings()
         self.window_text = WindowText()
         self.tasks: list[asyncio.Task[None]] = []

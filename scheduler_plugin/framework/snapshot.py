@@ -28,7 +28,6 @@ from scheduler_plugin.framework.nodecolumns import (
     LabelColumn,
     NodeColumns,
     NodeInfo,
-    parse_resource_list,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 from scheduler_plugin.framework.podmatch import PodMatchIndex
@@ -47,7 +46,6 @@ __all__ = [
     "NodeInfo",
     "PodRecord",
     "Snapshot",
-    "parse_resource_list",
 ]
 
 StoreT = TypeVar("StoreT", bound=ObjectStore)
