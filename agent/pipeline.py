@@ -19,6 +19,7 @@ from agent.collectors.registry import CollectorContext, close_collectors
 from agent.exporter import ExportInput, NodeSelfState, render_raw
 from agent.report import Aggregates, NodeReporter, PodIdentity, ReportPolicy, build_status, current_devices
 from agent.sampler import Sampler
+from common.api.malformed import MalformedObjectError
 from common.api.nodemetric import NodeMetricStatus
 from common.version import __version__
 
@@ -150,6 +151,19 @@ class NodePipeline:
             rng=rng,
         )
         if settings.follow_nodemetric_spec:
+            from common.kube.malformed import MalformedObjects
+
+            malformed = MalformedObjects(("NodeMetric",))
+            node = self.node_name
+
+            def spec_problem(problem: MalformedObjectError | None) -> None:
+                # The agent's policy for a spec it cannot read: the policy in force stays; counted once per version.
+                if problem is None:
+                    malformed.clear("NodeMetric", node)
+                else:
+                    malformed.report("NodeMetric", node, cache.get(node), problem)
+
+            reporter.on_spec_problem = spec_problem
             cache.listen(self.node_name, spec_listener(reporter.apply_spec))
             existing = cache.get(self.node_name)
             if existing is not None:

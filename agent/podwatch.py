@@ -22,29 +22,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.collectors.pods import ContainerRef, PodRef
 from agent.inotify import DirectoryWatch
 from agent.report import PodIdentity
-from common.api.pod import KubeQoSClass, kube_qos_class
+from common.api.pod import KubeQoSClass
+from common.api.poddigest import KIND, PodDigest, digest_pod
 from common.kube.kubeconfig import SERVICE_ACCOUNT_DIR
 
 if TYPE_CHECKING:
     from common.kube.http import JSON, KubeHTTP
+    from common.kube.malformed import MalformedObjects
 
 log = logging.getLogger("loadline.agent.pods")
 
 PODS_PATH = "/api/v1/pods"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
-_QOS = {
-    KubeQoSClass.GUARANTEED: QoSClass.GUARANTEED,
-    KubeQoSClass.BURSTABLE: QoSClass.BURSTABLE,
-    KubeQoSClass.BEST_EFFORT: QoSClass.BEST_EFFORT,
-}
+def pod_ref(pod: Mapping[str, Any], digest: PodDigest | None = None) -> PodRef | None:
+    """The collector's view of a pod JSON object; None for pods without a UID or in a terminal phase.
 
-
-def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
-    """The collector's view of a pod JSON object; None for pods without a UID or in a terminal phase."""
+    The agent's policy for a malformed pod (its digest has a `problem`): it runs on this node all the same,
+    so it is measured: its cgroup tier is the kubelet's `status.qosClass`, else Burstable's, and the report
+    names it without classes (`PodIdentity.from_digest`). `PodIndex` counts it."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
     if not uid or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
@@ -59,10 +58,12 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
             if field == "initContainerStatuses" and "running" not in (cs.get("state") or {}):
                 continue
             containers.append(ContainerRef(str(cs.get("name", "")), str(cid)))
-    try:
-        qos = _QOS[kube_qos_class(pod)]
-    except ValueError:  # an unparsable quantity in the spec: the API server would not have stored it
-        qos = QoSClass.BURSTABLE
+    digest = digest if digest is not None else digest_pod(pod)
+    if digest.problem is None:
+        qos = digest.kube_qos
+    else:
+        reported = status.get("qosClass")
+        qos = KubeQoSClass(reported) if reported in _KUBE_QOS_CLASSES else KubeQoSClass.BURSTABLE
     return PodRef(
         uid=str(uid),
         namespace=str(meta.get("namespace", "")),
@@ -72,22 +73,21 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef | None:
     )
 
 
-def pod_info(pod: Mapping[str, Any]) -> PodIdentity:
-    try:
-        return PodIdentity.from_pod(pod)
-    except ValueError:
-        meta = pod.get("metadata") or {}
-        return PodIdentity(str(meta.get("uid", "")), str(meta.get("namespace", "")), str(meta.get("name", "")), "", "")
+_KUBE_QOS_CLASSES = frozenset(KubeQoSClass)
 
 
 class PodIndex:
-    """Pods by node, maintained from reflector events; per node a stable `PodRef` tuple and `PodIdentity` map."""
+    """Pods by node, maintained from reflector events; per node a stable `PodRef` tuple and `PodIdentity` map.
 
-    def __init__(self) -> None:
-        self._pods: dict[str, dict[str, JSON]] = {}  # node -> uid -> pod
+    Each pod version is digested once (`common/api/poddigest.py`); one that cannot be read is reported to
+    `malformed` (logged and counted once per version) and still measured (see `pod_ref`)."""
+
+    def __init__(self, malformed: MalformedObjects | None = None) -> None:
+        self._pods: dict[str, dict[str, tuple[JSON, PodDigest]]] = {}  # node -> uid -> (pod, its digest)
         self._refs: dict[str, tuple[PodRef, ...]] = {}
         self._infos: dict[str, dict[str, PodIdentity]] = {}
         self._dirty: set[str] = set()
+        self.malformed = malformed
         self.listeners: list[Callable[[str], None]] = []  # called with the node whose pods changed
 
     def handle(self, kind: str, obj: JSON, old: JSON | None) -> None:
@@ -101,17 +101,26 @@ class PodIndex:
         if kind == "DELETED" or not node:
             self._remove(node, uid)
             return
+        digest = digest_pod(obj)
+        if self.malformed is not None:
+            if digest.problem is None:
+                self.malformed.clear(KIND, digest.key)
+            else:
+                self.malformed.report(KIND, digest.key, obj, digest.problem)
         pods = self._pods.setdefault(node, {})
         previous = pods.get(uid)
-        pods[uid] = obj
-        if previous is None or _relevant(previous) != _relevant(obj):
+        pods[uid] = (obj, digest)
+        if previous is None or _relevant(*previous) != _relevant(obj, digest):
             self._changed(node)
 
     def _remove(self, node: str, uid: str) -> None:
         pods = self._pods.get(node)
-        if pods is not None and pods.pop(uid, None) is not None:
+        gone = pods.pop(uid, None) if pods is not None else None
+        if gone is not None:
             if not pods:
                 del self._pods[node]
+            if self.malformed is not None:
+                self.malformed.clear(KIND, gone[1].key)
             self._changed(node)
 
     def _changed(self, node: str) -> None:
@@ -122,9 +131,9 @@ class PodIndex:
     def _rebuild(self, node: str) -> None:
         if node in self._dirty or node not in self._refs:
             pods = self._pods.get(node, {})
-            refs = [r for r in (pod_ref(p) for p in pods.values()) if r is not None]
+            refs = [r for r in (pod_ref(obj, digest) for obj, digest in pods.values()) if r is not None]
             self._refs[node] = tuple(refs)
-            self._infos[node] = {r.uid: pod_info(pods[r.uid]) for r in refs}
+            self._infos[node] = {r.uid: PodIdentity.from_digest(pods[r.uid][1]) for r in refs}
             self._dirty.discard(node)
 
     def refs(self, node: str) -> tuple[PodRef, ...]:
@@ -136,28 +145,25 @@ class PodIndex:
         return self._infos[node]
 
     def objects(self, node: str) -> list[JSON]:
-        return list(self._pods.get(node, {}).values())
+        return [obj for obj, _ in self._pods.get(node, {}).values()]
 
     def nodes(self) -> list[str]:
         return list(self._pods)
 
 
-def _relevant(pod: JSON) -> tuple[Any, ...]:
+def _relevant(pod: JSON, digest: PodDigest) -> tuple[Any, ...]:
     """What the collector and the report read; other changes (conditions, IPs) do not rebuild anything."""
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    ref = pod_ref(pod)
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
     return (
-        ref,
-        meta.get("name"),
-        meta.get("namespace"),
-        (meta.get("labels") or {}).get("koordinator.sh/qosClass"),
-        (meta.get("labels") or {}).get("koordinator.sh/priority-class"),
-        (pod.get("spec") or {}).get("priority"),
-        (meta.get("annotations") or {}).get("loadline.io/simulated-cpu"),
-        (meta.get("annotations") or {}).get("loadline.io/simulated-memory"),
-        (meta.get("annotations") or {}).get("loadline.io/simulated-burstiness"),
-        status.get("phase"),
+        pod_ref(pod, digest),
+        digest.name,
+        digest.namespace,
+        digest.koord_qos,
+        digest.priority_class,
+        annotations.get("loadline.io/simulated-cpu"),
+        annotations.get("loadline.io/simulated-memory"),
+        annotations.get("loadline.io/simulated-burstiness"),
+        digest.phase,
     )
 
 
@@ -166,10 +172,11 @@ class PodWatch:
 
     def __init__(self, http: KubeHTTP, node_name: str, *, max_backoff_seconds: float = 30.0) -> None:
         # Here, not at the top: the API client (aiohttp, ~10 MiB resident) is for the agent with a cluster only.
+        from common.kube.malformed import MalformedObjects
         from common.kube.reflector import Reflector
 
         self.node_name = node_name
-        self.index = PodIndex()
+        self.index = PodIndex(MalformedObjects((KIND,)))
         self.reflector = Reflector(
             http,
             PODS_PATH,
@@ -200,7 +207,11 @@ _SYSTEMD_POD = re.compile(rf"kubepods(?:-burstable|-besteffort)?-pod{_UID}\.slic
 _SCOPE = re.compile(r"(cri-containerd|crio|docker|pouch)-([0-9a-f]{64})\.scope")
 _BARE = re.compile(r"(crio-)?([0-9a-f]{64})")
 _SCOPE_RUNTIME = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker", "pouch": "pouch"}
-_TIERS = (("", QoSClass.GUARANTEED), ("burstable", QoSClass.BURSTABLE), ("besteffort", QoSClass.BEST_EFFORT))
+_TIERS = (
+    ("", KubeQoSClass.GUARANTEED),
+    ("burstable", KubeQoSClass.BURSTABLE),
+    ("besteffort", KubeQoSClass.BEST_EFFORT),
+)
 
 
 SAFETY_RESCAN_SECONDS = 60.0
@@ -364,7 +375,7 @@ class CgroupPodDiscovery:
             return self._infos[1]
         out = {}
         for ref in pods:
-            kube_qos = {QoSClass.GUARANTEED: "Guaranteed", QoSClass.BURSTABLE: "Burstable"}.get(ref.qos, "BestEffort")
+            kube_qos = str(ref.qos)
             out[ref.uid] = PodIdentity.from_pod(
                 {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
             )
@@ -381,7 +392,7 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def tier_dirs(layout: CgroupLayout) -> tuple[tuple[str, QoSClass, re.Pattern[str]], ...]:
+def tier_dirs(layout: CgroupLayout) -> tuple[tuple[str, KubeQoSClass, re.Pattern[str]], ...]:
     """The directories each QoS tier's pods are in, the kubepods directory itself (the guaranteed tier's) first,
     with the pattern of a pod directory's name there."""
     base = layout.cpuacct
@@ -485,7 +496,7 @@ class LocalPods:
             if ref is None:
                 continue
             refs.append(ref)
-            infos[ref.uid] = pod_info(pod)
+            infos[ref.uid] = PodIdentity.from_pod(pod)
         refs.sort(key=lambda r: r.uid)
         if self._refs is None or tuple(refs) != self._refs:
             self._refs = tuple(refs)

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from agent.collectors.base import Collector
 from agent.collectors.devices import Device, device_info
@@ -51,6 +52,7 @@ from agent.series import (
 )
 from agent.store.aggregate import WindowStats, average_window, build_report
 from agent.store.ring import SampleRing
+from common.api.malformed import MalformedObjectError, from_validation_error
 from common.api.nodemetric import (
     AGGREGATION_TYPES,
     AggregatedUsage,
@@ -62,7 +64,7 @@ from common.api.nodemetric import (
     PodMetricInfo,
     ResourceMap,
 )
-from common.api.pod import priority_class_of, qos_class_of
+from common.api.poddigest import PodDigest, digest_pod
 from common.api.quantity import MAX_CONSUMER_UNITS, Format, Quantity
 from common.api.wire import GoDuration
 
@@ -168,14 +170,14 @@ class PodIdentity:
 
     @classmethod
     def from_pod(cls, pod: Mapping[str, Any]) -> PodIdentity:
-        meta = pod.get("metadata") or {}
-        return cls(
-            uid=str(meta.get("uid", "")),
-            namespace=str(meta.get("namespace", "")),
-            name=str(meta.get("name", "")),
-            priority=priority_class_of(pod).value,
-            qos=qos_class_of(pod).value,
-        )
+        return cls.from_digest(digest_pod(pod))
+
+    @classmethod
+    def from_digest(cls, digest: PodDigest) -> PodIdentity:
+        """A pod that cannot be read (see agent/podwatch.py pod_ref) is named without classes."""
+        if digest.problem is not None:
+            return cls(digest.uid, digest.namespace, digest.name, "", "")
+        return cls(digest.uid, digest.namespace, digest.name, digest.priority_class.value, digest.koord_qos.value)
 
 
 # ------------------------------------------------------------------------------------------------ aggregates
@@ -449,6 +451,8 @@ class NodeReporter:
     pods: Callable[[], Mapping[str, PodIdentity]]
     devices: Callable[[], Sequence[Device]] = field(default=lambda: ())
     on_policy_change: Callable[[ReportPolicy], None] | None = None
+    # Told what is wrong with the NodeMetric's spec (None: it reads again); the agent with a cluster counts it.
+    on_spec_problem: Callable[[MalformedObjectError | None], None] | None = None
     min_aggregate_seconds: float = 60.0
     min_report_seconds: float = 30.0
     policy: ReportPolicy = field(init=False)
@@ -457,6 +461,16 @@ class NodeReporter:
 
     def __post_init__(self) -> None:
         self.policy = self.base_policy
+
+    def _spec_problem(self, exc: ValueError) -> MalformedObjectError:
+        where = "spec.metricCollectPolicy"
+        if isinstance(exc, ValidationError):
+            found = from_validation_error("NodeMetric", self.node_name, exc)
+            field = f"{where}.{found.field}" if found.field else where
+            return MalformedObjectError(
+                found.detail, kind="NodeMetric", name=self.node_name, field=field, reason=found.reason
+            )
+        return MalformedObjectError(str(exc), kind="NodeMetric", name=self.node_name, field=where)
 
     def apply_spec(self, spec: Mapping[str, Any] | None) -> bool:
         """Follow `spec.metricCollectPolicy` of the NodeMetric (None: the object or the policy is gone).
@@ -472,7 +486,11 @@ class NodeReporter:
             )
         except ValueError as exc:
             log.warning("ignoring invalid spec.metricCollectPolicy of NodeMetric %s: %s", self.node_name, exc)
+            if self.on_spec_problem is not None:
+                self.on_spec_problem(self._spec_problem(exc))
             return False
+        if self.on_spec_problem is not None:
+            self.on_spec_problem(None)
         self.spec_policy = collect
         if policy == self.policy:
             return False

@@ -44,7 +44,9 @@ from agent.pipeline import USER_AGENT, NodePipeline, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
 from agent.process import AgentProcess
 from agent.publisher import NodeMetricCache
+from common.api.poddigest import KIND as POD
 from common.kube.http import JSON, KubeHTTP
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import Reflector
 
 log = logging.getLogger("loadline.agent.simulate")
@@ -79,7 +81,7 @@ class Simulation(AgentProcess):
         super().__init__(settings, http)
         self.params = SimulationParams.from_settings(settings)
         self.nodes: dict[str, SimulatedNode] = {}
-        self.pods = PodIndex()
+        self.pods = PodIndex(MalformedObjects((POD,)))
         self.cache: NodeMetricCache | None = None
         seed = settings.simulate_seed
         self._random = random.Random(seed)

@@ -55,12 +55,14 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from common.api.pod import KubeQoSClass
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.cgroups import CgroupCollector
 from agent.collectors.node import NodeCollector
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.collectors.pods import ContainerRef, PodRef
 from agent.config import AgentSettings
 from agent.report import wants_window_quantiles
 from agent.sampler import Sampler
@@ -116,7 +118,7 @@ class AgentSampling:
 @contextmanager
 def agent_sampling(pods: int, retention: float) -> Iterator[AgentSampling]:
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
-        refs = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]
+        refs = [make_pod(i, KubeQoSClass.BURSTABLE, containers=3) for i in range(pods)]
         tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
         for p in refs:
             tree.add_pod(p)
@@ -230,7 +232,7 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
     )
     with tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as tmp:
         for n in pod_counts:
-            pods = [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(n)]
+            pods = [make_pod(i, KubeQoSClass.BURSTABLE, containers=3) for i in range(n)]
             for version, driver in (
                 (CgroupVersion.V1, CgroupDriver.CGROUPFS),
                 (CgroupVersion.V2, CgroupDriver.SYSTEMD),
@@ -251,7 +253,7 @@ def bench_cycles(pod_counts: list[int], cycles: int, real: bool) -> None:
                         str(uuid.uuid4()),
                         "default",
                         f"p{i}",
-                        QoSClass.BURSTABLE,
+                        KubeQoSClass.BURSTABLE,
                         tuple(ContainerRef(f"c{j}", f"containerd://{secrets.token_hex(32)}") for j in range(3)),
                     )
                     for i in range(n)
@@ -345,7 +347,7 @@ def bench_daemon(pods: int, warmup: float, measure: float, scrape_every: float, 
                 tempfile.TemporaryDirectory(dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
             )
             tree = FakeCgroupTree(Path(tmp), CgroupVersion.V2, CgroupDriver.SYSTEMD)
-            for p in [make_pod(i, QoSClass.BURSTABLE, containers=3) for i in range(pods)]:
+            for p in [make_pod(i, KubeQoSClass.BURSTABLE, containers=3) for i in range(pods)]:
                 tree.add_pod(p)
             env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADLINE_AGENT_", "KUBERNETES_"))}
             env.update(PYTHONPATH=str(run.tree), HOME=tmp)

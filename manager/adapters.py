@@ -1,8 +1,9 @@
 """API objects (plain dicts from the watches) mapped onto the batch core's dataclasses.
 
-Conversions run once per watch event, not per reconcile, so a resync over thousands of
-nodes only does arithmetic. Anything malformed raises `MalformedObjectError` naming the object
-and field; the caller logs it once and treats the object as unusable.
+Every object comes through its digest (`common/api/poddigest.py`, `nodedigest.py`, `nodemetric_digest.py`),
+built once per watch event, not per reconcile, so a resync over thousands of nodes only does arithmetic.
+Anything malformed raises the digest's `MalformedObjectError` naming the object and field; the caller logs and
+counts it once per version and treats the object as unusable.
 """
 
 from __future__ import annotations
@@ -11,64 +12,58 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
-from common.api.malformed import MalformedObjectError, MalformedReason
+from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
-from common.api.pod import pod_requests, priority_class_of, qos_class_of
-from common.api.quantity import Quantity, QuantityError, consumer_units
-from manager.noderesource.model import ZERO, NodeCapacity, PodOnNode, ResourcePair
+from common.api.poddigest import digest_pod
+from manager.noderesource.model import NodeCapacity, PodOnNode, ResourcePair
 from manager.noderesource.reservation import reservation_from_annotations
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
 NODE_RESOURCES = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY)  # what the manager writes into Node status
 
 
-def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return obj.get("metadata") or {}
+def _pair(resources: Mapping[str, int]) -> ResourcePair:
+    """cpu in milli-cores, memory in bytes; absent means 0."""
+    return ResourcePair(resources.get(RESOURCE_CPU, 0), resources.get(RESOURCE_MEMORY, 0))
 
 
-def _pair(resources: Mapping[str, Any] | None, where: str) -> ResourcePair:
-    """cpu in milli-cores, memory in bytes from a ResourceList; absent means 0."""
-    if not resources:
-        return ZERO
-    try:
-        cpu = consumer_units(RESOURCE_CPU, Quantity.parse(resources[RESOURCE_CPU])) if RESOURCE_CPU in resources else 0
-        memory = (
-            consumer_units(RESOURCE_MEMORY, Quantity.parse(resources[RESOURCE_MEMORY]))
-            if RESOURCE_MEMORY in resources
-            else 0
-        )
-    except (QuantityError, TypeError) as exc:
-        raise MalformedObjectError(f"{where}: {exc}", reason=MalformedReason.INVALID_QUANTITY) from None
-    return ResourcePair(cpu, memory)
+_OWN_FIELDS = frozenset(f"status.{where}.{name}" for where in ("allocatable", "capacity") for name in NODE_RESOURCES)
+
+
+def _only_own_fields(digest: NodeDigest) -> bool:
+    """All that is wrong are values the manager writes itself (it replaces them at the next write)."""
+    problem = digest.problem
+    return problem is not None and problem.field in _OWN_FIELDS and _OWN_FIELDS.issuperset(digest.unparsed)
 
 
 # --- Node --------------------------------------------------------------------------------
-def node_capacity(node: Mapping[str, Any]) -> NodeCapacity:
-    name = _meta(node).get("name")
-    status = node.get("status") or {}
+def node_digest(node: Mapping[str, Any]) -> NodeDigest:
+    """The Node's digest (`common/api/nodedigest.py`).
+
+    The manager's policy for a malformed node: it raises the digest's MalformedObjectError, and the controller
+    counts it and leaves the node's batch resources as they are until a readable version comes
+    (`controller.py`). A batch or mid resource the manager itself writes that does not parse is not a problem:
+    it counts as absent, and the next write replaces it."""
+    digest = digest_node(node)
+    if digest.problem is not None and not _only_own_fields(digest):
+        raise digest.problem
+    return digest
+
+
+def node_capacity(digest: NodeDigest) -> NodeCapacity:
     return NodeCapacity(
-        capacity=_pair(status.get("capacity"), f"node {name} status.capacity"),
-        allocatable=_pair(status.get("allocatable"), f"node {name} status.allocatable"),
-        annotation_reserved=reservation_from_annotations(_meta(node).get("annotations")),
+        capacity=_pair(digest.capacity),
+        allocatable=_pair(digest.allocatable),
+        annotation_reserved=reservation_from_annotations(digest.annotations),
     )
 
 
 def node_batch_resources(
-    node: Mapping[str, Any], field: str = "allocatable", names: Sequence[str] = BATCH_RESOURCES
+    digest: NodeDigest, field: str = "allocatable", names: Sequence[str] = BATCH_RESOURCES
 ) -> dict[str, int]:
-    """The batch (or any of `names`) resources a Node carries in `status.<field>` (integers; absent names left out).
-
-    An unparsable value counts as absent, so the next write replaces it.
-    """
-    resources = (node.get("status") or {}).get(field) or {}
-    found: dict[str, int] = {}
-    for name in names:
-        if name in resources:
-            try:
-                found[name] = consumer_units(name, Quantity.parse(resources[name]))
-            except (QuantityError, TypeError):
-                continue
-    return found
+    """The batch (or any of `names`) resources a Node carries in `status.<field>` (absent names left out)."""
+    resources = digest.allocatable if field == "allocatable" else digest.capacity
+    return {name: resources[name] for name in names if name in resources}
 
 
 # --- Pod ---------------------------------------------------------------------------------
@@ -76,53 +71,22 @@ def pod_node_name(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-# Pods come from a few templates: their requests are computed once per distinct resources spec.
-_REQUESTS_MEMO: dict[Any, ResourcePair] = {}
-_MEMO_LIMIT = 8192
-
-
-def _resources_key(spec: Mapping[str, Any]) -> Any:
-    parts: list[Any] = []
-    for group in ("containers", "initContainers"):
-        for container in spec.get(group) or ():
-            requests = (container.get("resources") or {}).get("requests") or {}
-            parts.append((group, container.get("restartPolicy"), tuple(requests.items())))
-    parts.append(tuple(((spec.get("resources") or {}).get("requests") or {}).items()))
-    parts.append(tuple((spec.get("overhead") or {}).items()))
-    return tuple(parts)
-
-
-def _pod_request(pod: Mapping[str, Any]) -> ResourcePair:
-    key = _resources_key(pod.get("spec") or {})
-    cached = _REQUESTS_MEMO.get(key)
-    if cached is None:
-        requests = pod_requests(pod)
-        cpu = requests.get(RESOURCE_CPU)
-        memory = requests.get(RESOURCE_MEMORY)
-        cached = ResourcePair(
-            consumer_units(RESOURCE_CPU, cpu) if cpu else 0, consumer_units(RESOURCE_MEMORY, memory) if memory else 0
-        )
-        if len(_REQUESTS_MEMO) >= _MEMO_LIMIT:
-            _REQUESTS_MEMO.clear()
-        _REQUESTS_MEMO[key] = cached
-    return cached
-
-
 def pod_on_node(pod: Mapping[str, Any]) -> PodOnNode:
-    meta = _meta(pod)
-    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-    try:
-        request = _pod_request(pod)
-        priority, qos = priority_class_of(pod).value, qos_class_of(pod).value
-    except (QuantityError, TypeError, ValueError, AttributeError) as exc:
-        raise MalformedObjectError(f"{exc}", kind="Pod", name=f"{namespace}/{name}") from None
+    """The batch core's record of a pod, from its digest (`common/api/poddigest.py`).
+
+    The manager's policy for a malformed pod: this raises the digest's MalformedObjectError; the controller
+    counts it and leaves the pod out of its node's sums until a readable version comes (`controller.py`)."""
+    digest = digest_pod(pod)
+    if digest.problem is not None:
+        raise digest.problem
+    requests = digest.requests
     return PodOnNode(
-        namespace=namespace,
-        name=name,
-        phase=str((pod.get("status") or {}).get("phase") or "Pending"),
-        priority_class=priority,
-        qos_class=qos,
-        request=request,
+        namespace=digest.namespace,
+        name=digest.name,
+        phase=digest.phase or "Pending",
+        priority_class=digest.priority_class.value,
+        qos_class=digest.koord_qos.value,
+        request=ResourcePair(requests.get(RESOURCE_CPU, 0), requests.get(RESOURCE_MEMORY, 0)),
     )
 
 

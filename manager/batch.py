@@ -22,7 +22,7 @@ from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.http import JSON, KubeError, KubeHTTP
 from common.logging import ctx
 from manager import metrics
-from manager.adapters import NODE_RESOURCES, node_batch_resources, node_capacity
+from manager.adapters import NODE_RESOURCES, node_batch_resources, node_capacity, node_digest
 from manager.noderesource.formulas import (
     BATCH_RESOURCE_NAMES,
     UpdateDecision,
@@ -78,10 +78,11 @@ class BatchWriter:
         cached = self._parsed.get(name)
         if cached is not None and cached[0] == capacity and cached[1] == allocatable and cached[2] == annotation:
             return cached[3], cached[4], cached[5]
+        digest = node_digest(node)
         parsed = (
-            node_capacity(node),
-            node_batch_resources(node, "allocatable", NODE_RESOURCES),
-            node_batch_resources(node, "capacity", NODE_RESOURCES),
+            node_capacity(digest),
+            node_batch_resources(digest, "allocatable", NODE_RESOURCES),
+            node_batch_resources(digest, "capacity", NODE_RESOURCES),
         )
         self._parsed[name] = (capacity, allocatable, annotation, *parsed)
         return parsed

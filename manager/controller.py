@@ -309,14 +309,22 @@ class Controller:
             if stored is not None:
                 self.nodeslos.store[name] = stored
 
-        result = await self.batch.sync(
-            node,
-            self.pods_by_node.get(name, {}).values(),
-            self.metrics_by_node.get(name),
-            batch_strategy_for_node(config, colocation),
-            self.now(),
-            mid=mid_strategy_for_node(config, colocation),
-        )
+        try:
+            result = await self.batch.sync(
+                node,
+                self.pods_by_node.get(name, {}).values(),
+                self.metrics_by_node.get(name),
+                batch_strategy_for_node(config, colocation),
+                self.now(),
+                mid=mid_strategy_for_node(config, colocation),
+            )
+        except MalformedObjectError as exc:
+            # A Node we cannot read (manager/adapters.py node_digest): counted once per version, not retried;
+            # its next version is reconciled when the watch delivers it.
+            self.malformed.report("Node", name, node, exc)
+            return
+        if not colocation.warnings:
+            self.malformed.clear("Node", name)
         if result.stored is not None:
             # Until the watch delivers our own write, later reconciles must compare against it,
             # not against the Node as it was before (which would write the same change again).

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from pathlib import Path
 
-from agent.collectors.pods import QoSClass
+from common.api.pod import KubeQoSClass
 
 
 class CgroupVersion(IntEnum):
@@ -59,15 +59,19 @@ class CgroupLayout:
     memory: str
     psi: bool  # <kubepods>/cpu.pressure exists
 
-    def pod_dir(self, qos: QoSClass, uid: str) -> str:
+    def pod_dir(self, qos: KubeQoSClass, uid: str) -> str:
         """Pod cgroup relative to the kubepods directory."""
         if self.driver is CgroupDriver.CGROUPFS:
-            tier = {QoSClass.GUARANTEED: "", QoSClass.BURSTABLE: "burstable/", QoSClass.BEST_EFFORT: "besteffort/"}
+            tier = {
+                KubeQoSClass.GUARANTEED: "",
+                KubeQoSClass.BURSTABLE: "burstable/",
+                KubeQoSClass.BEST_EFFORT: "besteffort/",
+            }
             return f"{tier[qos]}pod{uid}"
         escaped = uid.replace("-", "_")  # '-' is systemd's hierarchy separator
-        if qos is QoSClass.GUARANTEED:
+        if qos is KubeQoSClass.GUARANTEED:
             return f"kubepods-pod{escaped}.slice"
-        level = "burstable" if qos is QoSClass.BURSTABLE else "besteffort"
+        level = "burstable" if qos is KubeQoSClass.BURSTABLE else "besteffort"
         return f"kubepods-{level}.slice/kubepods-{level}-pod{escaped}.slice"
 
     def container_dirs(self, runtime: str, digest: str) -> tuple[str, ...]:

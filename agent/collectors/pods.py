@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class QoSClass(StrEnum):
-    GUARANTEED = "Guaranteed"
-    BURSTABLE = "Burstable"
-    BEST_EFFORT = "BestEffort"
+from common.api.pod import KubeQoSClass  # Kubernetes' QoS class: it picks the pod's cgroup tier
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +23,7 @@ class PodRef:
     uid: str
     namespace: str
     name: str
-    qos: QoSClass
+    qos: KubeQoSClass
     containers: tuple[ContainerRef, ...] = ()
 
 

@@ -33,7 +33,8 @@ from agent.series import (
     SampleBlock,
     SeriesKey,
 )
-from common.api.pod import pod_limits, pod_requests
+from common.api.nodedigest import digest_node
+from common.api.poddigest import digest_pod
 from common.api.quantity import Quantity
 
 if TYPE_CHECKING:
@@ -97,20 +98,22 @@ def _quantity(value: str, what: str) -> float:
 def usage_profile(pod: Mapping[str, Any], params: SimulationParams) -> UsageProfile:
     """The profile a pod declares, or its defaults. Raises `ProfileError` for an invalid annotation."""
     annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    try:
-        requests = pod_requests(pod)
-        limits = pod_limits(pod)
-    except ValueError:
-        requests, limits = {}, {}
-    cpu_limit = limits["cpu"].as_float() if "cpu" in limits else None
-    memory_limit = limits["memory"].as_float() if "memory" in limits else None
+    digest = digest_pod(pod)  # a malformed pod (the digest's problem) has no requests or limits: the fallbacks
+
+    def base_units(resources: Mapping[str, int]) -> dict[str, float]:  # cores and bytes
+        cores_and_bytes = {"cpu": 1000, "memory": 1}
+        return {name: resources[name] / unit for name, unit in cores_and_bytes.items() if name in resources}
+
+    requests, limits = base_units(digest.requests), base_units(digest.limits)
+    cpu_limit = limits.get("cpu")
+    memory_limit = limits.get("memory")
 
     def declared(resource: str, annotation: str, fallback: float) -> float:
         if annotation in annotations:
             return _quantity(str(annotations[annotation]), annotation)
         for source in (requests, limits):
-            if resource in source and not source[resource].is_zero():
-                return source[resource].as_float() * params.usage_fraction
+            if source.get(resource):
+                return source[resource] * params.usage_fraction
         return fallback * params.usage_fraction
 
     burstiness = params.burstiness
@@ -142,16 +145,12 @@ def draw_cpu(rng: np.random.Generator, mean: float, cv: float) -> float:
 
 
 def node_capacity(node: Mapping[str, Any]) -> tuple[float, float]:
-    """(cores, bytes) of a Node: allocatable, else capacity; 0 where absent or invalid."""
-    status = node.get("status") or {}
-    out = []
-    for resource in ("cpu", "memory"):
-        value = (status.get("allocatable") or {}).get(resource) or (status.get("capacity") or {}).get(resource)
-        try:
-            out.append(Quantity.parse(value).as_float() if value is not None else 0.0)
-        except ValueError:
-            out.append(0.0)
-    return out[0], out[1]
+    """(cores, bytes) of a Node: allocatable, else capacity; 0 where absent or invalid (from its digest: a value
+    that does not parse is left out of it; the simulated node then has none of that resource)."""
+    digest = digest_node(node)
+    cpu = digest.allocatable.get("cpu") or digest.capacity.get("cpu") or 0
+    memory = digest.allocatable.get("memory") or digest.capacity.get("memory") or 0
+    return cpu / 1000, float(memory)
 
 
 class SimulatedNodeCollector:

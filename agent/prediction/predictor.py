@@ -24,7 +24,6 @@ Whatever the models say, the reclaimable never exceeds allocatable minus the pre
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -55,10 +54,9 @@ from agent.series import (
 )
 from agent.store.aggregate import aggregate_windows
 from agent.store.ring import SampleRing
-from common.api.constants import ANNOTATION_RAW_ALLOCATABLE, RESOURCE_CPU, RESOURCE_MEMORY
-from common.api.pod import pod_requests, priority_class_of, scalars
-from common.api.quantity import Quantity, QuantityError
-from common.api.wire import parse_time
+from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
+from common.api.nodedigest import digest_node
+from common.api.poddigest import digest_pod
 
 log = logging.getLogger("loadline.agent.prediction")
 
@@ -88,46 +86,29 @@ class PredictorSettings:
 
 # ------------------------------------------------------------------------------------------------ pods and node
 def predicted_pod(pod: Mapping[str, Any]) -> PredictedPod | None:
-    """A pod object as the reclaimable calculation reads it; None when its requests cannot be read."""
-    meta = pod.get("metadata") or {}
-    uid = meta.get("uid")
-    if not isinstance(uid, str) or not uid:
+    """A pod object as the reclaimable calculation reads it (from its digest, `common/api/poddigest.py`); None
+    without a UID, or when the pod cannot be read (the agent's pod watch counts it): its requests are unknown."""
+    digest = digest_pod(pod)
+    if not digest.uid or digest.problem is not None:
         return None
-    try:
-        request = scalars(pod_requests(pod), (RESOURCE_CPU, RESOURCE_MEMORY))
-        created_at = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
-    except (QuantityError, ValueError, TypeError, AttributeError):  # MalformedObjectError is a ValueError
-        return None
-    phase = (pod.get("status") or {}).get("phase")
+    requests = digest.requests
     return PredictedPod(
-        uid=uid,
-        priority=priority_class_of(pod).value,
-        request=Resources(request[RESOURCE_CPU], request[RESOURCE_MEMORY]),
-        created_at=created_at,
-        terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
-        key=f"{meta.get('namespace', '')}/{meta.get('name', '')}",
+        uid=digest.uid,
+        priority=digest.priority_class.value,
+        request=Resources(requests.get(RESOURCE_CPU, 0), requests.get(RESOURCE_MEMORY, 0)),
+        created_at=digest.creation_timestamp,
+        terminating=digest.deleting or digest.phase in ("Succeeded", "Failed"),
+        key=digest.key,
     )
 
 
 def node_allocatable(node: Mapping[str, Any]) -> Resources | None:
-    """The raw-allocatable annotation (CPU normalisation, amplification) when set, else status.allocatable."""
-    import json
-
-    raw = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RAW_ALLOCATABLE)
-    sources: list[Any] = []
-    if raw:
-        with contextlib.suppress(ValueError):
-            sources.append(json.loads(raw))
-    sources.append((node.get("status") or {}).get("allocatable"))
-    for source in sources:
-        if not isinstance(source, Mapping) or RESOURCE_CPU not in source or RESOURCE_MEMORY not in source:
-            continue
-        try:
-            cpu = Quantity.parse(source[RESOURCE_CPU], field="allocatable.cpu")
-            memory = Quantity.parse(source[RESOURCE_MEMORY], field="allocatable.memory")
-            return Resources(cpu.milli_value(), memory.value())
-        except (QuantityError, ValueError, TypeError):
-            continue
+    """The raw-allocatable annotation (CPU normalisation, amplification) when it has cpu and memory, else
+    status.allocatable (from the Node's digest, `common/api/nodedigest.py`)."""
+    digest = digest_node(node)
+    for source in (digest.raw_allocatable or {}, digest.allocatable):
+        if RESOURCE_CPU in source and RESOURCE_MEMORY in source:
+            return Resources(source[RESOURCE_CPU], source[RESOURCE_MEMORY])
     return None
 
 

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Final
 
 from agent.collectors.cgroup_layout import CgroupLayout, CgroupVersion
-from agent.collectors.pods import QoSClass, split_container_id, valid_pod_uid
+from agent.collectors.pods import split_container_id, valid_pod_uid
 from agent.qos.batch_resource import CFS_PERIOD_US, UNLIMITED, CgroupTargets, shares_to_weight
 from agent.qos.formulas import parse_cpu_max, render_cpu_max
+from common.api.pod import KubeQoSClass
 
 PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 V1_UNLIMITED_FLOOR: Final = 1 << 62  # v1 reads an unlimited memory.limit_in_bytes as PAGE_COUNTER_MAX pages
@@ -142,7 +143,7 @@ def _checked(base: str, rel: str) -> Path:
     return Path(lexical)
 
 
-def pod_dirs(layout: CgroupLayout, qos: QoSClass, uid: str) -> CgroupDirs:
+def pod_dirs(layout: CgroupLayout, qos: KubeQoSClass, uid: str) -> CgroupDirs:
     """The pod's cgroup (it may not exist yet). Raises UnsafePath for a UID that is no UID."""
     if not valid_pod_uid(uid):
         raise UnsafePath(f"pod UID {uid!r} is not a UID")

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent.collectors.cgroup_layout import CgroupLayout, detect_layout
-from agent.collectors.pods import QoSClass as KubeTier
 from agent.qos import metrics
 from agent.qos.batch_cgroup import CgroupDirs, Knob, UnsafePath, container_dirs, is_gone, pod_dirs
 from agent.qos.batch_resource import (
@@ -45,18 +44,13 @@ from agent.qos.batch_resource import (
     batch_spec,
     batch_targets,
 )
-from common.api.pod import KubeQoSClass, QoSClass, koord_qos_label, kube_qos_class
+from common.api.pod import KoordQoSClass, KubeQoSClass, koord_qos_label, kube_qos_class
 from common.api.quantity import QuantityError
 from common.kube.events import EventRecorder
 
 log = logging.getLogger("loadline.agent.qos")
 
 REASON_FAILED: Final = "BatchIsolationFailed"
-_TIER = {
-    KubeQoSClass.GUARANTEED: KubeTier.GUARANTEED,
-    KubeQoSClass.BURSTABLE: KubeTier.BURSTABLE,
-    KubeQoSClass.BEST_EFFORT: KubeTier.BEST_EFFORT,
-}
 
 
 @dataclass
@@ -156,7 +150,7 @@ class BatchIsolator:
         if state.spec is None:
             return None
         label = koord_qos_label((pod.get("metadata") or {}).get("labels") or {})
-        if label not in (QoSClass.BE, QoSClass.NONE):
+        if label not in (KoordQoSClass.BE, KoordQoSClass.NONE):
             self._log_once(state, "not_be", f"{_name(pod)}: batch resources on a {label.value} pod: not held (only BE "
                            "pods are, as in koordlet)", problem="not_best_effort")  # fmt: skip
             return None
@@ -170,9 +164,9 @@ class BatchIsolator:
     async def _hold(self, layout: CgroupLayout, held: _Held, targets: BatchTargets) -> int:
         pod = held.pod
         try:
-            tier = _TIER[kube_qos_class(pod)]
+            tier = kube_qos_class(pod)
         except (QuantityError, ValueError):
-            tier = KubeTier.BEST_EFFORT  # only batch resources: the kubelet made it BestEffort
+            tier = KubeQoSClass.BEST_EFFORT  # only batch resources: the kubelet made it BestEffort
         pod_cgroup = pod_dirs(layout, tier, held.uid)
         if not pod_cgroup.exists():
             return 0  # not created yet (or gone): the next round looks again

@@ -101,28 +101,26 @@ class NodeLimits:
 
 
 # --- reading a pod ---------------------------------------------------------------------------------
-def _milli_cpu(raw: Any, where: str) -> int:
+def _units(resource: str, raw: Any, where: str) -> int:
+    """A batch quantity in its consumer units (batch-cpu: milli-cores, a whole number; batch-memory: bytes)."""
     try:
         q = Quantity.parse(raw, field=where)
-        value = consumer_units(BATCH_CPU, q, where)
+        value = consumer_units(resource, q, where)
     except QuantityError as exc:
         raise BatchSpecError(str(exc)) from None
     if q.sign() < 0:
         raise BatchSpecError(f"{where}: {q.to_wire()!r} is negative")
-    if q.nanos % 10**9:
+    if resource == BATCH_CPU and q.nanos % 10**9:
         raise BatchSpecError(f"{where}: {q.to_wire()!r} is not a whole number (batch-cpu counts milli-cores)")
     return value
 
 
+def _milli_cpu(raw: Any, where: str) -> int:
+    return _units(BATCH_CPU, raw, where)
+
+
 def _bytes(raw: Any, where: str) -> int:
-    try:
-        q = Quantity.parse(raw, field=where)
-        value = consumer_units(BATCH_MEMORY, q, where)
-    except QuantityError as exc:
-        raise BatchSpecError(str(exc)) from None
-    if q.sign() < 0:
-        raise BatchSpecError(f"{where}: {q.to_wire()!r} is negative")
-    return value
+    return _units(BATCH_MEMORY, raw, where)
 
 
 def _container(name: str, resources: Any, where: str) -> ContainerBatch | None:

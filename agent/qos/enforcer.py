@@ -44,14 +44,18 @@ from agent.qos.cpu_enforce import CpusetInputs, CPUSuppressor
 from agent.qos.cpuset import Processor
 from agent.qos.evictor import MemoryEvictor
 from agent.qos.formulas import PodCPUUsage, SuppressBreakdown, be_suppress
-from agent.qos.inputs import NodeFacts, exclusive_cpus, is_best_effort, node_facts, pod_uid
+from agent.qos.inputs import NodeFacts, PodEntry, exclusive_cpus, is_best_effort, node_facts
 from agent.qos.topology import read_processors
 from agent.qos.usage import UsageSnapshot
 from common.api.constants import NODESLO_PLURAL, SLO_GROUP, SLO_VERSION
+from common.api.malformed import from_validation_error
+from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodeslo import CPUSuppressPolicy, NodeSLO, ResourceThresholdStrategy
-from common.api.quantity import QuantityError
+from common.api.poddigest import KIND as POD
+from common.api.poddigest import digest_pod
 from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP, resource_path
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import Reflector
 
 log = logging.getLogger("loadline.agent.qos")
@@ -91,6 +95,13 @@ class QoSEnforcer:
         # The node's pods: the agent's own pod watch when it shares it (`pods`), else a watch of our own.
         self.pod_watch = Reflector(http, "/api/v1/pods", name="qos-pods", field_selector=f"spec.nodeName={node_name}")
         self._pods_source = pods
+        # Objects this enforcer reads and cannot use, logged and counted once per version; the node's pods are
+        # counted by the agent's pod watch when it shares it.
+        self.malformed = MalformedObjects(("Node", "NodeSLO") if pods is not None else ("Node", "NodeSLO", POD))
+        # Digests by object, rebuilt only when the watch delivers a new version (a round runs every second).
+        self._node: tuple[Mapping[str, Any], NodeDigest] | None = None
+        self._slo: tuple[Mapping[str, Any], ResourceThresholdStrategy | None] | None = None
+        self._digests: dict[str, PodEntry] = {}
         recorder = recorder or EventRecorder(http, "loadline-agent", node_name)
         self.cpu = CPUSuppressor(self._be_cgroup)
         self.evictor = MemoryEvictor(http, recorder, cooldown_seconds=evict_cooldown_seconds, clock=clock)
@@ -146,13 +157,13 @@ class QoSEnforcer:
             return
         node = self.node_watch.store.get(self.node_name)
         limits = NodeLimits(cpu_normalization_ratio=cpu_normalization_ratio(node))
-        if node is not None:
-            with contextlib.suppress(QuantityError, ValueError):  # a malformed Node: nothing clamped
-                facts = node_facts(node)
-                limits = NodeLimits(facts.capacity_cpu_milli or None, facts.capacity_memory_bytes or None,
-                                    limits.cpu_normalization_ratio)  # fmt: skip
+        digest = self._node_digest(node) if node is not None else None
+        if digest is not None and digest.problem is None:  # a malformed Node (counted): nothing clamped
+            facts = node_facts(digest)
+            limits = NodeLimits(facts.capacity_cpu_milli or None, facts.capacity_memory_bytes or None,
+                                limits.cpu_normalization_ratio)  # fmt: skip
         try:
-            await self.batch.round(self._pods(), limits, cfs_quota=cfs_quota)
+            await self.batch.round({uid: raw for uid, (raw, _) in self._pods().items()}, limits, cfs_quota=cfs_quota)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # batch isolation failing must not stop BE suppression or eviction
@@ -174,11 +185,13 @@ class QoSEnforcer:
         if node is None:
             self._skip("node_unknown", f"node {self.node_name} not seen yet")
             return
-        try:
-            facts = node_facts(node)
-        except (QuantityError, ValueError) as exc:
-            self._skip("node_malformed", f"node {self.node_name} unreadable: {exc}")
+        digest = self._node_digest(node)
+        if digest.problem is not None:
+            # The enforcer's policy for a Node it cannot read: no enforcement this round (nor any until it is
+            # readable); what was done before stays.
+            self._skip("node_malformed", f"node {self.node_name} unreadable: {digest.problem}")
             return
+        facts = node_facts(digest)
         usage = self.usage()
         if usage is None or self.clock() - usage.taken_at > self.max_usage_age_seconds:
             self._skip("usage_stale", "no fresh usage samples: not acting")
@@ -204,11 +217,11 @@ class QoSEnforcer:
         thresholds: ResourceThresholdStrategy,
         facts: NodeFacts,
         usage: UsageSnapshot,
-        pods: Mapping[str, Mapping[str, Any]],
+        pods: Mapping[str, PodEntry],
     ) -> SuppressBreakdown:
         samples = [
             # metrics without a known pod count as non-BE: they might be anything
-            PodCPUUsage(uid, s.cpu_cores, is_best_effort(pods[uid]) if uid in pods else None)
+            PodCPUUsage(uid, s.cpu_cores, is_best_effort(pods[uid][1]) if uid in pods else None)
             for uid, s in usage.pods.items()
             if not math.isnan(s.cpu_cores)
         ]
@@ -227,28 +240,61 @@ class QoSEnforcer:
         obj = self.slo_watch.store.get(self.node_name)
         if obj is None:
             return None
+        if self._slo is not None and self._slo[0] is obj:
+            return self._slo[1]
+        thresholds: ResourceThresholdStrategy | None = None
         try:
             thresholds = NodeSLO.from_wire(obj).thresholds()
         except ValidationError as exc:
+            # A NodeSLO we cannot read is treated as enforcement off.
             metrics.ERRORS.labels("nodeslo").inc()
+            self.malformed.report("NodeSLO", self.node_name, obj, from_validation_error("NodeSLO", self.node_name, exc))
             self._note("nodeslo", f"NodeSLO {self.node_name} unreadable, treated as disabled: {exc}", logging.ERROR)
-            return None
-        self._note("nodeslo", "")
+        else:
+            self.malformed.clear("NodeSLO", self.node_name)
+            self._note("nodeslo", "")
+        self._slo = (obj, thresholds)
         return thresholds
 
-    def _pods(self) -> dict[str, Mapping[str, Any]]:
+    def _node_digest(self, node: Mapping[str, Any]) -> NodeDigest:
+        if self._node is None or self._node[0] is not node:
+            digest = digest_node(node)
+            if digest.problem is None:
+                self.malformed.clear("Node", self.node_name)
+            else:
+                self.malformed.report("Node", self.node_name, node, digest.problem)
+            self._node = (node, digest)
+        return self._node[1]
+
+    def _pods(self) -> dict[str, PodEntry]:
+        """The node's pods by UID, each with its digest (see `is_best_effort` for a pod that cannot be read)."""
         source = self._pods_source() if self._pods_source is not None else self.pod_watch.store.values()
-        return {uid: p for p in source if (uid := pod_uid(p))}
+        counting = self._pods_source is None
+        fresh: dict[str, PodEntry] = {}
+        for pod in source:
+            uid = str((pod.get("metadata") or {}).get("uid") or "")
+            if not uid:
+                continue
+            entry = self._digests.get(uid)
+            if entry is None or entry[0] is not pod:
+                entry = (pod, digest_pod(pod))
+                if counting and entry[1].problem is not None:
+                    self.malformed.report(POD, entry[1].key, pod, entry[1].problem)
+                elif counting:
+                    self.malformed.clear(POD, entry[1].key)
+            fresh[uid] = entry
+        self._digests = fresh
+        return fresh
 
     def _be_cgroup(self) -> BECgroup | None:
         if self._be is None or not self._be.cpu_dir.is_dir():
             self._be = locate_be_cgroup(self.cgroup_root, self.cgroup_parent)
         return self._be
 
-    def _cpuset_inputs(self, facts: NodeFacts, pods: Mapping[str, Mapping[str, Any]]) -> CpusetInputs:
+    def _cpuset_inputs(self, facts: NodeFacts, pods: Mapping[str, PodEntry]) -> CpusetInputs:
         if self._processors is None:
             self._processors = read_processors(self.sys_root)
-        lse, lsr = exclusive_cpus(pods.values())
+        lse, lsr = exclusive_cpus(digest for _, digest in pods.values())
         return CpusetInputs(self._processors, facts.reserved_cpus, lse, lsr)
 
     def _restore(self, why: str) -> None:
@@ -258,12 +304,11 @@ class QoSEnforcer:
         if self.cpu.cpuset_touched:
             node = self.node_watch.store.get(self.node_name)
             reserved: tuple[int, ...] = ()
-            if node is not None:
-                with contextlib.suppress(QuantityError, ValueError):
-                    reserved = node_facts(node).reserved_cpus
+            if node is not None and (digest := self._node_digest(node)).problem is None:
+                reserved = node_facts(digest).reserved_cpus
             if self._processors is None:
                 self._processors = read_processors(self.sys_root)
-            lse, lsr = exclusive_cpus(self._pods().values())
+            lse, lsr = exclusive_cpus(digest for _, digest in self._pods().values())
             self.cpu.restore_cpuset(CpusetInputs(self._processors, reserved, lse, lsr), why)
 
     def _skip(self, reason: str, message: str) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from agent.qos import metrics
-from agent.qos.inputs import NodeFacts, is_best_effort, is_terminating, pod_uid
+from agent.qos.inputs import NodeFacts, PodEntry, is_best_effort, is_terminating
 from agent.qos.memory_evict import (
     MEMORY_EVICT_COOLDOWN_SECONDS,
     BEPodMemory,
@@ -39,6 +39,7 @@ from agent.qos.memory_evict import (
 )
 from agent.qos.usage import UsageSnapshot
 from common.api.nodeslo import ResourceThresholdStrategy
+from common.api.poddigest import PodDigest
 from common.kube.events import EventRecorder
 from common.kube.http import KubeError, KubeHTTP, resource_path
 
@@ -65,21 +66,19 @@ class MemoryEvictor:
         self._evicted: set[str] = set()  # UIDs asked to go; not candidates again while they linger
         self._last_failure: str | None = None
 
-    def candidates(self, pods: Iterable[Mapping[str, Any]], usage: UsageSnapshot) -> list[BEPodMemory]:
+    def candidates(self, pods: Iterable[PodDigest], usage: UsageSnapshot) -> list[BEPodMemory]:
         out = []
         for pod in pods:
-            uid = pod_uid(pod)
+            uid = pod.uid
             if not uid or uid in self._evicted or is_terminating(pod) or not is_best_effort(pod):
                 continue
-            meta = pod.get("metadata") or {}
             sample = usage.pods.get(uid)
-            priority = (pod.get("spec") or {}).get("priority")
             out.append(
                 BEPodMemory(
-                    namespace=str(meta.get("namespace") or ""),
-                    name=str(meta.get("name") or ""),
+                    namespace=pod.namespace,
+                    name=pod.name,
                     uid=uid,
-                    priority=priority if isinstance(priority, int) else None,
+                    priority=pod.priority,
                     memory_used_bytes=sample.memory_bytes if sample is not None else 0,
                 )
             )
@@ -90,7 +89,7 @@ class MemoryEvictor:
         thresholds: ResourceThresholdStrategy,
         node: NodeFacts,
         usage: UsageSnapshot,
-        pods: Mapping[str, Mapping[str, Any]],
+        pods: Mapping[str, PodEntry],
     ) -> MemoryEvictionPlan | None:
         """One eviction round; `pods` are the node's pods by UID. Returns the plan when it evicts."""
         self._evicted &= set(pods)  # forget pods that are gone
@@ -103,7 +102,7 @@ class MemoryEvictor:
             capacity_bytes=node.capacity_memory_bytes,
             threshold_percent=threshold,
             lower_percent=thresholds.memory_evict_lower_percent,
-            candidates=self.candidates(pods.values(), usage),
+            candidates=self.candidates((digest for _, digest in pods.values()), usage),
             cooldown=self.cooldown,
             now=now,
         )
@@ -114,7 +113,7 @@ class MemoryEvictor:
         log.warning("BE memory eviction: %s; evicting %d pod(s)", plan.reason, len(plan.victims))
         evicted = 0
         for victim in plan.victims:
-            if await self._evict(pods[victim.uid], victim, plan.reason):
+            if await self._evict(pods[victim.uid][0], victim, plan.reason):
                 evicted += 1
         if evicted:
             self.cooldown = self.cooldown.after_eviction(self.clock())

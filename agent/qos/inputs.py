@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
-from common.api.pod import KubeQoSClass, QoSClass, kube_qos_class, qos_class_of
-from common.api.quantity import Quantity, QuantityError
+from common.api.nodedigest import NodeDigest
+from common.api.pod import KoordQoSClass, KubeQoSClass
+from common.api.poddigest import PodDigest
 from common.api.reservation import node_reservation
 from common.cpulist import parse_cpu_list
 
@@ -25,65 +26,53 @@ class NodeFacts:
     reserved_cpus: tuple[int, ...]  # reservation `reservedCPUs`: BE never runs there
 
 
-def _quantity(resources: Mapping[str, Any], name: str, milli: bool) -> int:
-    raw = resources.get(name)
-    if raw is None:
-        return 0
-    q = Quantity.parse(raw, field=name)
-    return q.milli_value() if milli else q.value()
-
-
-def node_facts(node: Mapping[str, Any]) -> NodeFacts:
-    """Raises QuantityError/ValueError on a malformed Node (the caller skips the round)."""
-    status = node.get("status") or {}
-    capacity = status.get("capacity") or {}
-    allocatable = status.get("allocatable") or {}
-    cap_cpu = _quantity(capacity, RESOURCE_CPU, True)
-    reserved = max(cap_cpu - _quantity(allocatable, RESOURCE_CPU, True), 0)
-    parsed = node_reservation((node.get("metadata") or {}).get("annotations"))
+def node_facts(digest: NodeDigest) -> NodeFacts:
+    """From the Node's digest (`common/api/nodedigest.py`); the caller skips the round for a malformed one."""
+    capacity_cpu = digest.capacity.get(RESOURCE_CPU, 0)
+    reserved = max(capacity_cpu - digest.allocatable.get(RESOURCE_CPU, 0), 0)
+    parsed = node_reservation(digest.annotations)
     reserved_cpus: tuple[int, ...] = ()
     if parsed is not None:  # an unusable annotation is ignored, as Koordinator does
         reserved = max(reserved, parsed.cpu_milli)
         reserved_cpus = parsed.reserved_cpus
-    return NodeFacts(cap_cpu, _quantity(capacity, RESOURCE_MEMORY, False), reserved, reserved_cpus)
+    return NodeFacts(capacity_cpu, digest.capacity.get(RESOURCE_MEMORY, 0), reserved, reserved_cpus)
 
 
-def pod_uid(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("uid") or "")
+# A pod as the enforcer holds it: the object (what an eviction and its event name) and its digest.
+PodEntry = tuple[Mapping[str, Any], PodDigest]
 
 
-def is_best_effort(pod: Mapping[str, Any]) -> bool:
-    """koordinator.sh/qosClass=BE, or a Kubernetes BestEffort pod (what lands in the besteffort cgroup)."""
-    try:
-        return qos_class_of(pod) is QoSClass.BE or kube_qos_class(pod) is KubeQoSClass.BEST_EFFORT
-    except (QuantityError, ValueError):
+def is_best_effort(pod: PodDigest) -> bool:
+    """koordinator.sh/qosClass=BE, or a Kubernetes BestEffort pod (what lands in the besteffort cgroup).
+
+    The enforcer's policy for a pod it cannot read (its digest's problem): never best-effort, so it is
+    neither suppressed as one nor evicted."""
+    if pod.problem is not None:
         return False
+    return pod.koord_qos is KoordQoSClass.BE or pod.kube_qos is KubeQoSClass.BEST_EFFORT
 
 
-def is_terminating(pod: Mapping[str, Any]) -> bool:
-    meta = pod.get("metadata") or {}
-    phase = (pod.get("status") or {}).get("phase")
-    return bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed")
+def is_terminating(pod: PodDigest) -> bool:
+    return pod.deleting or pod.phase in ("Succeeded", "Failed")
 
 
-def exclusive_cpus(pods: Iterable[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
+def exclusive_cpus(pods: Iterable[PodDigest]) -> tuple[list[int], list[int]]:
     """(LSE CPUs, LSR CPUs) bound by Koordinator's scheduler, from the pods' resource-status annotation."""
     lse: set[int] = set()
     lsr: set[int] = set()
     for pod in pods:
-        if is_terminating(pod):
+        if pod.problem is not None or is_terminating(pod):
             continue
-        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RESOURCE_STATUS)
+        text = pod.annotations.get(ANNOTATION_RESOURCE_STATUS)
         if not text:
             continue
         try:
-            qos = qos_class_of(pod)
             doc = json.loads(text)
             cpus = parse_cpu_list(doc.get("cpuset") or "") if isinstance(doc, dict) else []
-        except (json.JSONDecodeError, QuantityError, ValueError, AttributeError):
+        except (json.JSONDecodeError, ValueError, AttributeError):
             continue
-        if qos is QoSClass.LSE:
+        if pod.koord_qos is KoordQoSClass.LSE:
             lse.update(cpus)
-        elif qos is QoSClass.LSR:
+        elif pod.koord_qos is KoordQoSClass.LSR:
             lsr.update(cpus)
     return sorted(lse), sorted(lsr)

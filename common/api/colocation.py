@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 
 from common.api import constants as c
 from common.api.malformed import MalformedObjectError, from_validation_error
-from common.api.pod import PRIORITY_RANGES, PriorityClass, QoSClass, priority_class_of_value
+from common.api.pod import PRIORITY_RANGES, KoordQoSClass, PriorityClass, priority_class_of_value
 from common.api.podpatch import patch_errors
 from common.api.scheduling import LabelSelector, parse_label_selector
 from common.api.validation import (
@@ -139,10 +139,10 @@ def combination_error(qos: str, priority: PriorityClass) -> str | None:
     """Koordinator's forbidden QoS and priority class pairs (pkg/webhook/pod/validating/cluster_colocation_profile.go):
     BE with no or a prod priority class, LSR with anything but prod."""
     forbidden_pairs = {
-        QoSClass.BE: (PriorityClass.NONE, PriorityClass.PROD),
-        QoSClass.LSR: (PriorityClass.NONE, PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE),
+        KoordQoSClass.BE: (PriorityClass.NONE, PriorityClass.PROD),
+        KoordQoSClass.LSR: (PriorityClass.NONE, PriorityClass.MID, PriorityClass.BATCH, PriorityClass.FREE),
     }
-    if qos in forbidden_pairs and priority in forbidden_pairs[QoSClass(qos)]:
+    if qos in forbidden_pairs and priority in forbidden_pairs[KoordQoSClass(qos)]:
         return f"{c.LABEL_QOS_CLASS}={qos} and priorityClass={priority.value} cannot be used in combination"
     return None
 

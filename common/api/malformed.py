@@ -63,17 +63,25 @@ _OBJECT_TYPES = frozenset({"dict_type", "model_type", "model_attributes_type", "
 _LIST_TYPES = frozenset({"list_type", "tuple_type", "iterable_type", "sequence_type"})
 
 
+def quantity_reason(exc: QuantityError) -> MalformedReason:
+    if isinstance(exc, QuantityRangeError):
+        return MalformedReason.OUT_OF_RANGE
+    if isinstance(exc, NegativeQuantityError):
+        return MalformedReason.NEGATIVE_QUANTITY
+    return MalformedReason.INVALID_QUANTITY
+
+
 def _describe(error: ErrorDetails) -> tuple[str, MalformedReason]:
     raw: Any = error.get("input")
     cause = (error.get("ctx") or {}).get("error")
     kind = error["type"]
     if isinstance(cause, QuantityRangeError):
-        return str(cause), MalformedReason.OUT_OF_RANGE
+        return str(cause), quantity_reason(cause)
     if isinstance(cause, NegativeQuantityError):
-        return f"{raw!r} is not a valid usage quantity", MalformedReason.NEGATIVE_QUANTITY
+        return f"{raw!r} is not a valid usage quantity", quantity_reason(cause)
     if isinstance(cause, QuantityError):
         what = "usage quantity" if any("usage" in str(part).lower() for part in error["loc"]) else "quantity"
-        return f"{raw!r} is not a valid {what}", MalformedReason.INVALID_QUANTITY
+        return f"{raw!r} is not a valid {what}", quantity_reason(cause)
     if isinstance(cause, InvalidTimeError):
         return f"{raw!r} is not an RFC 3339 time", MalformedReason.INVALID_TIME
     if kind == "missing":

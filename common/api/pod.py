@@ -33,7 +33,9 @@ PRIORITY_RANGES: Final = {
 }
 
 
-class QoSClass(enum.StrEnum):
+class KoordQoSClass(enum.StrEnum):
+    """Koordinator's QoS class (apis/extension/qos.go): label `koordinator.sh/qosClass`, else from KubeQoSClass."""
+
     LSE = "LSE"
     LSR = "LSR"
     LS = "LS"
@@ -43,6 +45,8 @@ class QoSClass(enum.StrEnum):
 
 
 class KubeQoSClass(enum.StrEnum):
+    """Kubernetes' QoS class (status.qosClass, as kubelet computes it); it picks the pod's cgroup tier."""
+
     GUARANTEED = "Guaranteed"
     BURSTABLE = "Burstable"
     BEST_EFFORT = "BestEffort"
@@ -91,13 +95,13 @@ def priority_class_raw(pod: Mapping[str, Any]) -> PriorityClass:
     return priority_class_from(_meta(pod).get("labels") or {}, spec.get("priority"), spec.get("priorityClassName"))
 
 
-def defaulted_priority_class(raw: PriorityClass, qos: QoSClass) -> PriorityClass:
+def defaulted_priority_class(raw: PriorityClass, qos: KoordQoSClass) -> PriorityClass:
     """Koordinator's GetPodPriorityClassWithDefault: an unclassified pod is prod unless its QoS is BE."""
     if raw is not PriorityClass.NONE:
         return raw
-    if qos in (QoSClass.SYSTEM, QoSClass.LSE, QoSClass.LSR, QoSClass.LS):
+    if qos in (KoordQoSClass.SYSTEM, KoordQoSClass.LSE, KoordQoSClass.LSR, KoordQoSClass.LS):
         return PriorityClass.PROD
-    if qos is QoSClass.BE:
+    if qos is KoordQoSClass.BE:
         return PriorityClass.BATCH
     return PriorityClass.NONE
 
@@ -118,9 +122,9 @@ def is_prod(labels: Mapping[str, str], priority: int | None, kube_qos: str) -> b
             return by_value is PriorityClass.PROD
     elif label in PRIORITY_RANGES:
         return label == PriorityClass.PROD
-    qos = koord_qos_label(labels) if labels else QoSClass.NONE
-    if qos is not QoSClass.NONE:
-        return qos is not QoSClass.BE
+    qos = koord_qos_label(labels) if labels else KoordQoSClass.NONE
+    if qos is not KoordQoSClass.NONE:
+        return qos is not KoordQoSClass.BE
     return kube_qos in (KubeQoSClass.GUARANTEED, KubeQoSClass.BURSTABLE)
 
 
@@ -153,32 +157,32 @@ def _nonzero(value: Any) -> bool:
     return value is not None and not Quantity.parse(value).is_zero()
 
 
-_KOORD_QOS_CLASSES: Final = frozenset(QoSClass) - {QoSClass.NONE}
-_QOS_OF_KUBE_QOS: Final[Mapping[str, QoSClass]] = {
-    KubeQoSClass.GUARANTEED: QoSClass.LSR,
-    KubeQoSClass.BURSTABLE: QoSClass.LS,
-    KubeQoSClass.BEST_EFFORT: QoSClass.BE,
+_KOORD_QOS_CLASSES: Final = frozenset(KoordQoSClass) - {KoordQoSClass.NONE}
+_QOS_OF_KUBE_QOS: Final[Mapping[str, KoordQoSClass]] = {
+    KubeQoSClass.GUARANTEED: KoordQoSClass.LSR,
+    KubeQoSClass.BURSTABLE: KoordQoSClass.LS,
+    KubeQoSClass.BEST_EFFORT: KoordQoSClass.BE,
 }
 
 
-def koord_qos_label(labels: Mapping[str, str]) -> QoSClass:
+def koord_qos_label(labels: Mapping[str, str]) -> KoordQoSClass:
     """The `koordinator.sh/qosClass` label, NONE when absent or not a Koordinator QoS class."""
     label = labels.get(c.LABEL_QOS_CLASS)
-    return QoSClass(label) if label in _KOORD_QOS_CLASSES else QoSClass.NONE
+    return KoordQoSClass(label) if label in _KOORD_QOS_CLASSES else KoordQoSClass.NONE
 
 
-def qos_class_from(labels: Mapping[str, str], kube_qos: str) -> QoSClass:
+def qos_class_from(labels: Mapping[str, str], kube_qos: str) -> KoordQoSClass:
     """Label `koordinator.sh/qosClass`, else Guaranteed→LSR, Burstable→LS, anything else→BE."""
     label = koord_qos_label(labels)
-    if label is not QoSClass.NONE:
+    if label is not KoordQoSClass.NONE:
         return label
-    return _QOS_OF_KUBE_QOS.get(kube_qos, QoSClass.BE)
+    return _QOS_OF_KUBE_QOS.get(kube_qos, KoordQoSClass.BE)
 
 
-def qos_class_of(pod: Mapping[str, Any]) -> QoSClass:
+def qos_class_of(pod: Mapping[str, Any]) -> KoordQoSClass:
     """qos_class_from over a pod object; the kubelet QoS is only computed when no label says."""
     label = koord_qos_label(_meta(pod).get("labels") or {})
-    return label if label is not QoSClass.NONE else _QOS_OF_KUBE_QOS[kube_qos_class(pod)]
+    return label if label is not KoordQoSClass.NONE else _QOS_OF_KUBE_QOS[kube_qos_class(pod)]
 
 
 ResourceTotals = dict[str, Quantity]

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, PlainSerializer, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    GetCoreSchemaHandler,
+    PlainSerializer,
+    StrictInt,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic_core import core_schema
 
@@ -49,6 +57,27 @@ class KubeModel(BaseModel):
     def to_wire(self) -> dict[str, Any]:
         """The JSON the API server stores, with unknown fields kept and absent fields left out."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+class WireView(BaseModel):
+    """The fields of an object a digest reads (`poddigest.py`, `nodedigest.py`): validated, never written back,
+    so unknown fields are ignored rather than kept."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, alias_generator=to_camel, defer_build=True)
+
+
+class MetaView(WireView):
+    """metadata as the digests read it (the kinds add their own fields)."""
+
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+QuantityText = str | StrictInt | float  # a resource.Quantity on the wire, parsed by `Quantity.parse`
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from common.api import constants as c
 from common.api.colocation import combination_error
-from common.api.pod import PriorityClass, QoSClass, koord_qos_label, pod_requests, priority_class_from
+from common.api.pod import KoordQoSClass, PriorityClass, koord_qos_label, pod_requests, priority_class_from
 from common.api.validation import FieldError, forbidden, invalid, required
 
 
@@ -25,7 +25,7 @@ def _labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
     return labels if isinstance(labels, Mapping) else {}
 
 
-def _raw_qos(pod: Mapping[str, Any]) -> QoSClass:
+def _raw_qos(pod: Mapping[str, Any]) -> KoordQoSClass:
     """GetPodQoSClassRaw: the label, NONE when absent or not a Koordinator class."""
     return koord_qos_label(_labels(pod))
 
@@ -52,12 +52,12 @@ def pod_errors(pod: Mapping[str, Any], old: Mapping[str, Any] | None = None) -> 
                              _labels(old).get(c.LABEL_SUB_PRIORITY, ""))  # fmt: skip
     requests = pod_requests(pod)
     batch = any(not requests[name].is_zero() for name in (c.BATCH_CPU, c.BATCH_MEMORY) if name in requests)
-    if batch and qos is not QoSClass.BE:
+    if batch and qos is not KoordQoSClass.BE:
         errors.append(required(f"labels.{c.LABEL_QOS_CLASS}",
                                "must specify koordinator QoS BE with koordinator colocation resources"))  # fmt: skip
-    if qos in (QoSClass.BE, QoSClass.LSR) and (problem := combination_error(qos, priority)):
+    if qos in (KoordQoSClass.BE, KoordQoSClass.LSR) and (problem := combination_error(qos, priority)):
         errors.append(forbidden("Pod", problem))
-    if qos in (QoSClass.LSR, QoSClass.LSE):
+    if qos in (KoordQoSClass.LSR, KoordQoSClass.LSE):
         cpu = requests.get(c.RESOURCE_CPU)
         if cpu is None or cpu.is_zero():
             errors.append(required("pod.spec.containers[*].resources.requests", "LSR Pod must declare the requested "

@@ -1,27 +1,23 @@
 """API objects (Node, Pod, NodeMetric, workload dicts as watches deliver them) → the core's records.
 
-Nothing here raises on what the cluster holds (but a creationTimestamp that is not RFC 3339,
-`common.api.wire.parse_time`): a field that does not parse becomes ``None``/NaN
-(the core skips the node or refuses to place the pod) or, for a NodeMetric, a ``problem`` string
-naming the field, so the round can skip that node and say why.
+Nodes and pods come from their digests (`common/api/nodedigest.py`, `poddigest.py`): one that cannot be read
+raises its MalformedObjectError; a NodeMetric's digest carries its ``problem``. Either way the round skips the
+node and says why.
 
 Units follow the core (model.py): cpu in millicores, everything else by value.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from common.api import constants as c
+from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest
-from common.api.pod import kube_qos_class, pod_requests
-from common.api.quantity import Quantity, QuantityError, consumer_units
-from common.api.scheduling import parse_node_affinity, parse_taints, parse_tolerations
-from common.api.wire import parse_time
+from common.api.poddigest import PodDigest, digest_pod
+from common.api.scheduling import parse_node_affinity, parse_tolerations
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
     NodeSnapshot,
@@ -55,74 +51,30 @@ def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(value).items()}
 
 
-# Quantity text repeats a lot across pods and reports ("100m", "1Gi"); parsing is the expensive part.
-_SCALAR_MEMO: dict[tuple[bool, str], float] = {}
-_SCALAR_MEMO_LIMIT = 100_000
-
-
-def scalar_value(name: str, raw: Any) -> float:
-    """One quantity in the core's unit; NaN when it does not parse."""
-    key = (name == c.RESOURCE_CPU, raw) if type(raw) is str else None
-    if key is not None:
-        found = _SCALAR_MEMO.get(key)
-        if found is not None:
-            return found
-    try:
-        q = Quantity.parse(raw)
-        value = float(consumer_units(name, q))
-    except (QuantityError, TypeError, ValueError):
-        value = NAN
-    if key is not None:
-        if len(_SCALAR_MEMO) >= _SCALAR_MEMO_LIMIT:
-            _SCALAR_MEMO.clear()
-        _SCALAR_MEMO[key] = value
-    return value
-
-
 # ----------------------------------------------------------------------------- nodes
-def node_snapshot(obj: JSON) -> NodeSnapshot:
-    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
-    allocatable: dict[str, float | None] = {
-        str(name): scalar_value(str(name), raw) for name, raw in _map(status.get("allocatable")).items()
-    }
-    taints = parse_taints(spec.get("taints"))
+def _floats(values: Mapping[str, int]) -> dict[str, float | None]:
+    return {name: float(value) for name, value in values.items()}
+
+
+def node_snapshot(obj: JSON, digest: NodeDigest | None = None) -> NodeSnapshot:
+    """The round's record of a node (from its digest, `common/api/nodedigest.py`).
+
+    The descheduler's policy for a malformed node: this raises the digest's MalformedObjectError, and the
+    round leaves the node alone with that reason (`inputs.py`, which also counts it)."""
+    digest = digest if digest is not None else digest_node(obj)
+    if digest.problem is not None:
+        raise digest.problem
     return NodeSnapshot(
-        name=str(meta.get("name", "")),
-        allocatable=allocatable,
-        labels=_str_map(meta.get("labels")),
-        raw_allocatable=raw_allocatable(_str_map(meta.get("annotations"))),
-        unschedulable=bool(spec.get("unschedulable", False)),
-        taints=taints,
+        name=digest.name,
+        allocatable=_floats(digest.allocatable),
+        labels=digest.labels,
+        raw_allocatable=_floats(digest.raw_allocatable) if digest.raw_allocatable is not None else None,
+        unschedulable=digest.unschedulable,
+        taints=digest.taints,
     )
 
 
-def raw_allocatable(annotations: Mapping[str, str]) -> ResourceValues | None:
-    """``node.koordinator.sh/raw-allocatable`` (JSON ResourceList); None when absent or malformed,
-    so status.allocatable is used, as Koordinator does when the annotation does not unmarshal."""
-    text = annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
-    if not text:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(data, Mapping):
-        return None
-    values = {str(k): scalar_value(str(k), v) for k, v in data.items()}
-    if any(math.isnan(v) for v in values.values()):
-        return None
-    return values
-
-
 # ----------------------------------------------------------------------------- pods
-def controller_of(meta: Mapping[str, Any]) -> OwnerRef | None:
-    """The owner reference with ``controller: true`` (metav1.GetControllerOf)."""
-    for ref in _list(meta.get("ownerReferences")):
-        if _is_map(ref) and ref.get("controller") is True:
-            return OwnerRef(kind=str(ref.get("kind", "")), name=str(ref.get("name", "")), uid=str(ref.get("uid", "")))
-    return None
-
-
 def _has_local_storage(spec: Mapping[str, Any]) -> bool:
     return any(_is_map(v) and ("emptyDir" in v or "hostPath" in v) for v in _list(spec.get("volumes")))
 
@@ -134,88 +86,39 @@ def _ready(status: Mapping[str, Any]) -> bool:
     )
 
 
-def _requests(obj: JSON) -> ResourceValues:
-    try:
-        totals = pod_requests(obj)
-        return {name: float(consumer_units(name, q)) for name, q in totals.items()}
-    except (QuantityError, TypeError, ValueError, AttributeError):
-        # Unknown requests: nodeFit finds no safe target for the pod (model.py's NaN contract).
-        return {c.RESOURCE_CPU: NAN, c.RESOURCE_MEMORY: NAN}
+def owner_of(digest: PodDigest) -> OwnerRef | None:
+    ref = digest.controller
+    return OwnerRef(kind=ref.kind, name=ref.name, uid=ref.uid) if ref is not None else None
 
 
-def _k8s_qos(obj: JSON) -> str:
-    try:
-        return str(kube_qos_class(obj))
-    except (QuantityError, TypeError, ValueError, AttributeError):
-        return "BestEffort"
+def pod_snapshot(obj: JSON, workload_replicas: int | None = None, digest: PodDigest | None = None) -> PodSnapshot:
+    """The round's record of a pod (from its digest, `common/api/poddigest.py`).
 
-
-def _freeze(value: Any) -> Any:
-    if type(value) is dict:
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if type(value) is list:
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, Mapping):
-        return _freeze(dict(value))
-    return value
-
-
-def _resource_signature(spec: Mapping[str, Any], status: Mapping[str, Any]) -> Any:
-    """Everything pod_requests and kube_qos_class read, as a hashable value."""
-    return (
-        tuple(_freeze(ctr.get("resources")) if _is_map(ctr) else ctr for ctr in _list(spec.get("containers"))),
-        tuple(
-            (_freeze(ctr.get("resources")), ctr.get("restartPolicy")) if _is_map(ctr) else ctr
-            for ctr in _list(spec.get("initContainers"))
-        ),
-        _freeze(spec.get("resources")),
-        _freeze(spec.get("overhead")),
-        status.get("qosClass"),
-    )
-
-
-# Pods of one workload share their resources, so a memo turns ~20 quantity parses per pod into a
-# lookup (100k pods: seconds → well under one). Bounded: cleared when it grows past the limit.
-_RESOURCE_MEMO: dict[Any, tuple[ResourceValues, str]] = {}
-_RESOURCE_MEMO_LIMIT = 50_000
-
-
-def _resources(obj: JSON, spec: Mapping[str, Any], status: Mapping[str, Any]) -> tuple[ResourceValues, str]:
-    try:
-        key = _resource_signature(spec, status)
-        hash(key)
-    except TypeError:  # an unhashable oddity somewhere in the spec: no memo for this pod
-        return _requests(obj), _k8s_qos(obj)
-    found = _RESOURCE_MEMO.get(key)
-    if found is None:
-        if len(_RESOURCE_MEMO) >= _RESOURCE_MEMO_LIMIT:
-            _RESOURCE_MEMO.clear()
-        found = _RESOURCE_MEMO[key] = (_requests(obj), _k8s_qos(obj))
-    return found
-
-
-def pod_snapshot(obj: JSON, workload_replicas: int | None = None) -> PodSnapshot:
-    meta, spec, status = _map(obj.get("metadata")), _map(obj.get("spec")), _map(obj.get("status"))
-    priority = spec.get("priority")
-    requests, k8s_qos = _resources(obj, spec, status)
+    The descheduler's policy for a malformed pod: this raises the digest's MalformedObjectError, and the
+    round leaves the pod's node alone with that reason (`inputs.py`, which also counts it): what a pod we
+    cannot read uses, and whether it may move, is unknown."""
+    digest = digest if digest is not None else digest_pod(obj)
+    if digest.problem is not None:
+        raise digest.problem
+    spec, status = _map(obj.get("spec")), _map(obj.get("status"))
     return PodSnapshot(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        node_name=str(spec.get("nodeName", "") or ""),
-        owner=controller_of(meta),
-        labels=_str_map(meta.get("labels")),
-        annotations=_str_map(meta.get("annotations")),
-        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else None,
-        k8s_qos=k8s_qos,
-        creation_timestamp=parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp"),
-        requests=requests,
+        namespace=digest.namespace,
+        name=digest.name,
+        node_name=digest.node_name,
+        owner=owner_of(digest),
+        labels=digest.labels,
+        annotations=digest.annotations,
+        priority=digest.priority,
+        k8s_qos=str(digest.kube_qos),
+        creation_timestamp=digest.creation_timestamp,
+        requests={name: float(value) for name, value in digest.requests.items()},
         node_selector=_str_map(spec.get("nodeSelector")),
         required_node_affinity=parse_node_affinity(spec.get("affinity"))[0],
         tolerations=parse_tolerations(spec.get("tolerations")),
         has_local_storage=_has_local_storage(spec),
         ready=_ready(status),
-        terminating=bool(meta.get("deletionTimestamp")),
-        phase=str(status.get("phase", "") or "Pending"),
+        terminating=digest.deleting,
+        phase=digest.phase or "Pending",
         workload_replicas=workload_replicas,
     )
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
+from common.api.poddigest import PodDigest, digest_pod
 from common.kube.malformed import MalformedObjects
 from scheduler_plugin.descheduler.adapters import (
-    controller_of,
     malformed_problem,
     node_snapshot,
     pod_snapshot,
@@ -56,9 +56,8 @@ class RoundInputs:
         return entry[0] if entry is not None else None
 
 
-def _replicas_of(obj: JSON, replicas: Mapping[str, int]) -> int | None:
-    meta = obj.get("metadata")
-    owner = controller_of(meta) if isinstance(meta, Mapping) else None
+def _replicas_of(digest: PodDigest, replicas: Mapping[str, int]) -> int | None:
+    owner = digest.controller
     return replicas.get(owner.uid) if owner is not None and owner.uid else None
 
 
@@ -219,7 +218,8 @@ class InputCache:
         else:
             await self._spend(self.CONVERSION_COST)
             try:
-                snap = pod_snapshot(obj, _replicas_of(obj, replicas))
+                digest = digest_pod(obj)
+                snap = pod_snapshot(obj, _replicas_of(digest, replicas), digest)
                 self.malformed.clear("Pod", key)
             except Exception as exc:  # see the class docstring
                 self.malformed.report("Pod", key, obj, exc)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from common.api.constants import ANNOTATION_EVICTION_COST, ANNOTATION_POD_DELETION_COST
-from common.api.pod import KubeQoSClass, PriorityClass, QoSClass, koord_qos_label, priority_class_from
+from common.api.pod import KoordQoSClass, KubeQoSClass, PriorityClass, koord_qos_label, priority_class_from
 from scheduler_plugin.descheduler.model import PodSnapshot
 from scheduler_plugin.descheduler.usage import FloatArray, IntArray
 
@@ -27,12 +27,12 @@ PRIORITY_CLASS_RANK = {
 }
 K8S_QOS_RANK: dict[str, int] = {KubeQoSClass.BEST_EFFORT: 1, KubeQoSClass.BURSTABLE: 2, KubeQoSClass.GUARANTEED: 3}
 KOORD_QOS_RANK = {
-    QoSClass.BE: 1,
-    QoSClass.LS: 2,
-    QoSClass.LSR: 3,
-    QoSClass.LSE: 4,
-    QoSClass.SYSTEM: 4,
-    QoSClass.NONE: 5,
+    KoordQoSClass.BE: 1,
+    KoordQoSClass.LS: 2,
+    KoordQoSClass.LSR: 3,
+    KoordQoSClass.LSE: 4,
+    KoordQoSClass.SYSTEM: 4,
+    KoordQoSClass.NONE: 5,
 }
 
 # Score of a pod without a metric entry: after every measured pod of the same class.

@@ -10,9 +10,9 @@ resource without one, into `Snapshot.custom_objects`. Only assigned, non-termina
 watched — the same field selector kube-scheduler's own scheduled-pod cache uses — which keeps
 the store small on clusters with many pending or finished pods.
 
-Malformed objects are logged, counted in `loadline_extender_invalid_objects_total` and
-skipped (a node keeps its previous good state; a NodeMetric's store decides what it keeps);
-the watch keeps running.
+Malformed objects are logged and counted once per version in `loadline_malformed_objects_total{kind,reason}`
+(`common/kube/malformed.py`, as in every Loadline process) and skipped: a node keeps its previous good state, a
+pod is left out, a NodeMetric's store decides what it keeps; the watch keeps running.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeHTTP, resource_path
+from common.kube.malformed import MalformedObjects
 from common.kube.reflector import EventType, Handler, Reflector, object_key
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.framework.interfaces import WatchedResource
@@ -43,16 +44,17 @@ class ExtenderCache:
         self, http: KubeHTTP, snapshot: Snapshot | None = None, *, resources: Sequence[WatchedResource] = ()
     ) -> None:
         self.snapshot = snapshot if snapshot is not None else Snapshot()
+        self.malformed = MalformedObjects(("Node", "Pod", *(resource.kind for resource in resources)))
         self.nodes = Reflector(http, NODES_PATH, name="extender-nodes")
         self.pods = Reflector(http, PODS_PATH, name="extender-pods", field_selector=ASSIGNED_PODS)
-        self.nodes.add_handler(self._guarded("node", self.on_node))
-        self.pods.add_handler(self._guarded("pod", self.on_pod))
+        self.nodes.add_handler(self._guarded("Node", self.on_node))
+        self.pods.add_handler(self._guarded("Pod", self.on_pod))
         # The resources the enabled plugins watch, by kind (e.g. "NodeMetric" for LoadAware).
         self.watched: dict[str, Reflector] = {}
         for resource in resources:
             path = resource_path(resource.group, resource.version, resource.plural)
             reflector = Reflector(http, path, name=f"extender-{resource.plural}")
-            reflector.add_handler(self._guarded(resource.kind.lower(), self._watched_handler(resource)))
+            reflector.add_handler(self._guarded(resource.kind, self._watched_handler(resource)))
             self.watched[resource.kind] = reflector
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -117,13 +119,14 @@ class ExtenderCache:
 
         return as_they_came
 
-    @staticmethod
-    def _guarded(kind: str, handle: Callable[[EventType, JSON], None]) -> Handler:
+    def _guarded(self, kind: str, handle: Callable[[EventType, JSON], None]) -> Handler:
         def handler(event: EventType, obj: JSON, _old: JSON | None) -> None:
+            key = object_key(obj)
             try:
                 handle(event, obj)
             except MalformedObjectError as exc:
-                metrics.INVALID_OBJECTS.labels(kind).inc()
-                log.warning("skipping invalid %s %s: %s", kind, object_key(obj), exc)
+                self.malformed.report(kind, key, obj, exc)
+            else:
+                self.malformed.clear(kind, key)
 
         return handler

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from common.api.malformed import MalformedObjectError
+from common.kube.malformed import MalformedObjects
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS, ProvisionalPlacements
 from scheduler_plugin.extender.wire import (
@@ -92,6 +93,7 @@ class ExtenderEngine:
         default_profile: str,
         assume_seconds: float = DEFAULT_TTL_SECONDS,
         score_scaling: ScoreScaling = "relative",
+        malformed: MalformedObjects | None = None,
     ) -> None:
         if default_profile not in frameworks:
             raise ValueError(f"default profile {default_profile!r} not among {sorted(frameworks)}")
@@ -99,6 +101,7 @@ class ExtenderEngine:
         self.snapshot = snapshot
         self.default_profile = default_profile
         self.score_scaling = score_scaling
+        self.malformed = malformed  # the cache's: Nodes sent in requests are counted with the watched ones
         for framework in self.frameworks.values():
             framework.snapshot = snapshot
         clock = self.frameworks[default_profile].clock
@@ -121,7 +124,8 @@ class ExtenderEngine:
         try:
             return PodInfo.from_dict(args.pod)
         except MalformedObjectError as exc:
-            raise InvalidPod(f"Pod: {exc}") from None
+            # The request is about this one pod: its field and what is wrong with it say enough.
+            raise InvalidPod(f"Pod: {exc.field}: {exc.detail}" if exc.field else f"Pod: {exc.detail}") from None
 
     def candidates(self, args: ExtenderArgs) -> Candidates:
         """Resolve the request's nodes to snapshot rows (full-Node mode: upserting the request's Nodes)."""
@@ -157,9 +161,11 @@ class ExtenderEngine:
         try:
             self.snapshot.upsert_node(node)
         except MalformedObjectError as exc:
-            metrics.INVALID_OBJECTS.labels("request-node").inc()
-            log.warning("cannot use node %s from the request (%s); %s", name, exc,
-                        "keeping the cached copy" if info is not None else "it passes unchecked")
+            # Counted like a watched Node's version (the watch may have reported this very version already).
+            if self.malformed is not None:
+                self.malformed.report("Node", name, node, exc)
+            log.info("node %s from the request is not used; %s", name,
+                     "keeping the cached copy" if info is not None else "it passes unchecked")
 
     # ------------------------------------------------------------------ filter
     def filter(self, args: ExtenderArgs) -> JSON:

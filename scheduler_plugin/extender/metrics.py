@@ -42,9 +42,6 @@ REJECTIONS = Counter("loadline_extender_filter_rejections_total", "Nodes rejecte
 UNKNOWN_NODES = Counter(
     "loadline_extender_unknown_nodes_total", "Requested nodes missing from the extender's cache (passed unchecked)"
 )
-INVALID_OBJECTS = Counter(
-    "loadline_extender_invalid_objects_total", "Objects skipped because they could not be parsed, by kind", ["kind"]
-)
 CACHE_OBJECTS = Gauge("loadline_extender_cache_objects", "Objects in the extender's cache, by kind", ["kind"])
 CACHE_SYNCED = Gauge("loadline_extender_cache_synced", "1 once nodes, pods and NodeMetrics have been listed")
 PROVISIONAL = Counter(

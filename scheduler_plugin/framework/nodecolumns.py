@@ -22,10 +22,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
-from common.api.malformed import MalformedObjectError
-from common.api.pod import scalar
-from common.api.quantity import Quantity, QuantityError
-from common.api.scheduling import HostPort, Taint, parse_int64, parse_taints, string_map
+from common.api.nodedigest import digest_node
+from common.api.scheduling import HostPort, Taint, parse_int64
 from scheduler_plugin.framework.images import ImageTable, parse_node_images
 from scheduler_plugin.framework.podinfo import PodInfo
 
@@ -50,6 +48,7 @@ class NodeInfo:
         "name",
         "pods",
         "raw",
+        "raw_allocatable",
         "taint_set_id",
         "taints",
         "unschedulable",
@@ -63,6 +62,7 @@ class NodeInfo:
         self.taints: tuple[Taint, ...] = ()
         self.unschedulable = False
         self.allocatable: dict[str, int] = {}
+        self.raw_allocatable: dict[str, int] | None = None  # node.koordinator.sh/raw-allocatable (nodedigest.py)
         self.raw: Mapping[str, Any] = {}
         self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
         self.taint_set_id = 0
@@ -92,20 +92,6 @@ class LabelColumn:
     vocab: dict[str, int]
     numbers: IntArray  # the value parsed as an integer (for Gt/Lt)
     is_number: BoolArray
-
-
-def parse_resource_list(value: Any, field: str) -> dict[str, int]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise MalformedObjectError(f"{field}: expected an object")
-    out = {}
-    for name, raw in value.items():
-        try:
-            out[str(name)] = scalar(str(name), Quantity.parse(raw, field=f"{field}.{name}"))
-        except QuantityError as exc:
-            raise MalformedObjectError(str(exc)) from None
-    return out
 
 
 class NodeColumns:
@@ -219,18 +205,14 @@ class NodeColumns:
     def _upsert_node_row(self, obj: Mapping[str, Any]) -> tuple[NodeInfo, bool]:
         """Add or update a node's row from its JSON, and whether it is new. Raises MalformedObjectError
         (the node is then left as it was)."""
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        name = meta.get("name") if isinstance(meta, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise MalformedObjectError("node metadata.name: required")
-        labels = string_map(meta.get("labels"), "metadata.labels")
-        annotations = string_map(meta.get("annotations"), "metadata.annotations")
-        taints = parse_taints(spec.get("taints"))
-        allocatable = parse_resource_list(status.get("allocatable"), "status.allocatable")
+        digest = digest_node(obj)
+        if digest.problem is not None:
+            # The scheduler's policy for a malformed node: it keeps its last readable version (a new node is
+            # not added); the caller counts it.
+            raise digest.problem
+        name, labels, taints, allocatable = digest.name, digest.labels, digest.taints, digest.allocatable
         info = self._node_by_name.get(name)
-        raw_images = status.get("images")
+        raw_images = (obj.get("status") or {}).get("images")
         # Parsed only when they changed: a node's status updates (conditions, heartbeats) rarely touch them.
         images = None if info is not None and raw_images == _images_of(info.raw) else parse_node_images(raw_images)
         for resource in allocatable:
@@ -249,10 +231,11 @@ class NodeColumns:
             self._count_label_keys(info.labels if not is_new else {}, -1)
             self._count_label_keys(labels, 1)
         info.labels = labels
-        info.annotations = annotations
+        info.annotations = digest.annotations
         info.taints = taints
-        info.unschedulable = bool(spec.get("unschedulable", False))
+        info.unschedulable = digest.unschedulable
         info.allocatable = allocatable
+        info.raw_allocatable = digest.raw_allocatable
         info.raw = obj
         info.taint_set_id = self._intern_taints(taints)
         self._valid[i] = True

@@ -6,16 +6,14 @@ other resource (memory, pods, kubernetes.io/batch-cpu, nvidia.com/gpu, ...) by v
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
-from common.api import constants as c
 from common.api.malformed import MalformedObjectError
-from common.api.pod import PriorityClass, is_daemonset_pod, pod_limits, pod_requests, priority_class_of, scalar
+from common.api.pod import PriorityClass
+from common.api.poddigest import PodDigest, digest_pod
 from common.api.podgroup import GangRef, GangSpecError, gang_of
 from common.api.podvolumes import PodVolume, parse_pod_volumes
-from common.api.quantity import QuantityError
 from common.api.scheduling import (
     HostPort,
     PodAffinity,
@@ -33,12 +31,6 @@ from common.api.scheduling import (
 )
 from common.api.wire import parse_time
 from scheduler_plugin.framework.podfields import RefusedField, refused_fields
-
-# kube-scheduler scores a pod without a cpu/memory request as if it asked for these
-# (pkg/scheduler/util: DefaultMilliCPURequest, DefaultMemoryRequest), so that many
-# request-less pods do not all land on one node.
-NONZERO_DEFAULT_MILLI_CPU = 100
-NONZERO_DEFAULT_MEMORY = 200 * 1024 * 1024
 
 
 def pod_key(namespace: str, name: str) -> str:
@@ -59,6 +51,7 @@ class PodInfo:
         "initialized_at",
         "is_daemonset",
         "key",
+        "koord_priority_class",
         "labels",
         "limits",
         "memo",
@@ -97,6 +90,7 @@ class PodInfo:
     annotations: dict[str, str]
     creation_timestamp: float
     priority: int
+    koord_priority_class: PriorityClass  # Koordinator's defaulted class (label, priority range, else QoS)
     scheduler_name: str
     node_name: str
     phase: str
@@ -131,46 +125,40 @@ class PodInfo:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> PodInfo:
-        """Parse a pod as the API server returns it. Raises MalformedObjectError naming the bad field."""
-        if not isinstance(obj, Mapping):
-            raise MalformedObjectError(f"pod: expected an object, got {type(obj).__name__}")
-        meta = obj.get("metadata") or {}
+        """Parse a pod as the API server returns it. Raises MalformedObjectError naming the bad field.
+
+        The scheduler's policy for a malformed pod (the digest's `problem`, or a scheduling field below that
+        does not parse): it is not scheduled, and a bound one keeps its last readable version accounted on its
+        node (`server/cache.py`, which also counts it)."""
+        digest = digest_pod(obj)
+        if digest.problem is not None:
+            raise digest.problem
+        return cls.from_digest(obj, digest)
+
+    @classmethod
+    def from_digest(cls, obj: Mapping[str, Any], digest: PodDigest) -> PodInfo:
+        """The scheduling fields of a readable pod: the digest's, plus what only scheduling reads."""
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping) or not isinstance(status, Mapping):
-            raise MalformedObjectError("pod: metadata, spec and status must be objects")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise MalformedObjectError("metadata.name: required")
         self = cls.__new__(cls)
         self.raw = obj
-        self.name = name
-        self.namespace = str(meta.get("namespace") or "default")
-        self.key = pod_key(self.namespace, name)
-        self.uid = str(meta.get("uid") or self.key)
-        self.labels = string_map(meta.get("labels"), "metadata.labels")
-        self.annotations = string_map(meta.get("annotations"), "metadata.annotations")
-        self.creation_timestamp = parse_time(meta.get("creationTimestamp"), "metadata.creationTimestamp") or 0.0
-        self.deleting = meta.get("deletionTimestamp") is not None
-        priority = spec.get("priority", 0)
-        if priority is None:
-            priority = 0
-        if not isinstance(priority, int):
-            raise MalformedObjectError(f"spec.priority: expected an integer, got {priority!r}")
-        self.priority = priority
+        self.name = digest.name
+        self.namespace = digest.namespace or "default"
+        self.key = pod_key(self.namespace, self.name)
+        self.uid = digest.uid or self.key
+        self.labels = digest.labels
+        self.annotations = digest.annotations
+        self.creation_timestamp = digest.creation_timestamp or 0.0
+        self.deleting = digest.deleting
+        self.priority = digest.priority or 0
+        self.koord_priority_class = digest.priority_class
         self.scheduler_name = str(spec.get("schedulerName") or "default-scheduler")
-        self.node_name = str(spec.get("nodeName") or "")
-        self.phase = str(status.get("phase") or "")
-        self.is_daemonset = is_daemonset_pod(obj)
-        try:
-            self.requests = {k: scalar(k, q) for k, q in pod_requests(obj).items()}
-            self.limits = {k: scalar(k, q) for k, q in pod_limits(obj).items()}
-            self.nonzero_requests = _nonzero_requests(obj)
-        except QuantityError as exc:
-            raise MalformedObjectError(str(exc)) from None
-        for resource, amount in self.requests.items():
-            if amount < 0:
-                raise MalformedObjectError(f"spec.containers[*].resources.requests.{resource}: must not be negative")
+        self.node_name = digest.node_name
+        self.phase = digest.phase
+        self.is_daemonset = digest.is_daemonset
+        self.requests = digest.requests
+        self.limits = digest.limits
+        self.nonzero_requests = digest.resources.nonzero_requests
         self.node_selector = string_map(spec.get("nodeSelector"), "spec.nodeSelector")
         self.required_affinity, self.preferred_affinity = parse_node_affinity(spec.get("affinity"))
         self.tolerations = parse_tolerations(spec.get("tolerations"))
@@ -192,7 +180,7 @@ class PodInfo:
         self.images, self.num_containers = _images(spec)
         self.refused_fields = refused_fields(spec)
         self.memo = {}
-        self.volumes = parse_pod_volumes(spec, name)
+        self.volumes = parse_pod_volumes(spec, self.name)
         self.pod_affinity = parse_pod_affinity(spec.get("affinity"), self.namespace)
         self.topology_spread = parse_topology_spread_constraints(spec.get("topologySpreadConstraints"))
         return self
@@ -226,44 +214,8 @@ class PodInfo:
     def is_terminated(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
 
-    @property
-    def koord_priority_class(self) -> PriorityClass:
-        """Koordinator's defaulted priority class (label, spec.priority range, else from QoS)."""
-        cached = self.memo.get("koord_priority_class")
-        if cached is None:
-            cached = priority_class_of(self.raw)
-            self.memo["koord_priority_class"] = cached
-        return PriorityClass(cached)
-
     def __repr__(self) -> str:
         return f"PodInfo({self.key})"
-
-
-def _nonzero_requests(obj: Mapping[str, Any]) -> tuple[int, int]:
-    """(milli-cpu, memory) requests with kube-scheduler's per-container defaults for missing values."""
-    spec = obj.get("spec") or {}
-    needs_default = False
-    for container in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
-        requests = (container.get("resources") or {}).get("requests") or {}
-        if c.RESOURCE_CPU not in requests or c.RESOURCE_MEMORY not in requests:
-            needs_default = True
-            break
-    source: Mapping[str, Any] = obj
-    if needs_default:
-        patched = copy.deepcopy(dict(obj))
-        patched_spec = patched.setdefault("spec", {})
-        for kind in ("containers", "initContainers"):
-            for container in patched_spec.get(kind) or []:
-                resources = container.setdefault("resources", {})
-                requests = dict(resources.get("requests") or {})
-                requests.setdefault(c.RESOURCE_CPU, f"{NONZERO_DEFAULT_MILLI_CPU}m")
-                requests.setdefault(c.RESOURCE_MEMORY, str(NONZERO_DEFAULT_MEMORY))
-                resources["requests"] = requests
-        source = patched
-    totals = pod_requests(source)
-    cpu = totals.get(c.RESOURCE_CPU)
-    memory = totals.get(c.RESOURCE_MEMORY)
-    return (scalar(c.RESOURCE_CPU, cpu) if cpu else 0, scalar(c.RESOURCE_MEMORY, memory) if memory else 0)
 
 
 def _images(spec: Mapping[str, Any]) -> tuple[tuple[str, ...], int]:

@@ -27,7 +27,6 @@ from scheduler_plugin.framework.nodecolumns import (
     NodeColumns,
     NodeInfo,
     PodRecord,
-    parse_resource_list,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 from scheduler_plugin.framework.podmatch import PodMatchIndex
@@ -46,7 +45,6 @@ __all__ = [
     "NodeInfo",
     "PodRecord",
     "Snapshot",
-    "parse_resource_list",
 ]
 
 StoreT = TypeVar("StoreT", bound=ObjectStore)

@@ -11,7 +11,8 @@ import numpy.typing as npt
 
 from agent.collectors.cgroup_layout import KUBEPODS_DIR, CgroupDriver, CgroupLayout, CgroupVersion
 from agent.collectors.files import PseudoFileReader
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass, split_container_id
+from agent.collectors.pods import ContainerRef, PodRef, split_container_id
+from common.api.pod import KubeQoSClass
 
 MiB = 1024 * 1024
 
@@ -57,7 +58,7 @@ def container_id(n: int, runtime: str = "containerd") -> str:
     return f"{runtime}://{n:064x}"
 
 
-def make_pod(n: int, qos: QoSClass, containers: int = 2, runtime: str = "containerd") -> PodRef:
+def make_pod(n: int, qos: KubeQoSClass, containers: int = 2, runtime: str = "containerd") -> PodRef:
     uid = f"{n:08x}-1111-2222-3333-{n:012x}"
     refs = tuple(ContainerRef(f"c{i}", container_id(n * 100 + i + 1, runtime)) for i in range(containers))
     return PodRef(uid=uid, namespace="default", name=f"pod-{n}", qos=qos, containers=refs)

@@ -13,9 +13,9 @@ from pathlib import Path
 import yaml
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import QoSClass
 from common.api.nodemetric import NodeMetric
 from common.api.nodemetric_digest import digest_node_metric
+from common.api.pod import KubeQoSClass
 from common.api.quantity import parse_quantity
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
@@ -100,7 +100,7 @@ def test_once_with_short_windows_reports_percentiles() -> None:
 
 def test_once_reads_the_cgroup_root_it_is_given(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    web, batch = make_pod(1, QoSClass.GUARANTEED), make_pod(2, QoSClass.BEST_EFFORT, containers=1)
+    web, batch = make_pod(1, KubeQoSClass.GUARANTEED), make_pod(2, KubeQoSClass.BEST_EFFORT, containers=1)
     tree.add_pod(web, CgroupValues(inactive_anon=10 << 20, active_anon=20 << 20, unevictable=0))
     tree.add_pod(batch, CgroupValues(inactive_anon=5 << 20, active_anon=5 << 20, unevictable=0))
     write_proc(tmp_path / "proc", ProcValues())

@@ -36,7 +36,7 @@ import pytest
 from agent.collectors.base import SeriesErrors
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.cgroups import CgroupCollector
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.collectors.pods import ContainerRef, PodRef
 from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_THROTTLED_RATIO,
@@ -46,6 +46,7 @@ from agent.series import (
     SeriesKey,
 )
 from agent.store import build_report
+from common.api.pod import KubeQoSClass
 from tests.cgroup_util import rmdir_cgroup
 from tests.fakes.cgroup_trees import BatchCountingReader
 
@@ -160,7 +161,7 @@ def real_pod() -> Iterator[RealPod]:
             uid,
             "default",
             "real-pod",
-            QoSClass.BURSTABLE,
+            KubeQoSClass.BURSTABLE,
             tuple(ContainerRef(name, f"containerd://{cid}") for name, cid in containers.items()),
         )
         yield RealPod(parent, pod, dirs, pids)

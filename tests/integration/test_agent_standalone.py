@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import QoSClass
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ LISTENING = re.compile(r"serving /metrics.* on 127\.0\.0\.1:(\d+)")
 def test_agent_without_any_cluster_configuration_serves_metrics_standalone(tmp_path: Path) -> None:
     write_proc(tmp_path / "proc", ProcValues())
     tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pod = make_pod(1, QoSClass.GUARANTEED, containers=1)
+    pod = make_pod(1, KubeQoSClass.GUARANTEED, containers=1)
     tree.add_pod(pod, CgroupValues())
     (tmp_path / "home").mkdir()
     env = {

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from common.api.pod import (
+    KoordQoSClass,
     KubeQoSClass,
     PriorityClass,
-    QoSClass,
     kube_qos_class,
     pod_limits,
     pod_requests,
@@ -59,36 +59,36 @@ def test_priority_class_defaults_from_qos() -> None:
 @pytest.mark.parametrize(
     ("containers", "kube", "koord"),
     [
-        ([ctr()], KubeQoSClass.BEST_EFFORT, QoSClass.BE),
-        ([ctr({"cpu": "0"})], KubeQoSClass.BEST_EFFORT, QoSClass.BE),
-        ([ctr({"cpu": "1"})], KubeQoSClass.BURSTABLE, QoSClass.LS),
-        ([ctr({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})], KubeQoSClass.GUARANTEED, QoSClass.LSR),
+        ([ctr()], KubeQoSClass.BEST_EFFORT, KoordQoSClass.BE),
+        ([ctr({"cpu": "0"})], KubeQoSClass.BEST_EFFORT, KoordQoSClass.BE),
+        ([ctr({"cpu": "1"})], KubeQoSClass.BURSTABLE, KoordQoSClass.LS),
+        ([ctr({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"})], KubeQoSClass.GUARANTEED, KoordQoSClass.LSR),
         (
             [ctr(None, {"cpu": "1", "memory": "1Gi"})],
             KubeQoSClass.GUARANTEED,
-            QoSClass.LSR,
+            KoordQoSClass.LSR,
         ),  # requests default to limits
         (
             [ctr({"cpu": "1000m", "memory": "1024Mi"}, {"cpu": "1", "memory": "1Gi"})],
             KubeQoSClass.GUARANTEED,
-            QoSClass.LSR,
+            KoordQoSClass.LSR,
         ),
-        ([ctr({"cpu": "1"}, {"cpu": "2", "memory": "1Gi"})], KubeQoSClass.BURSTABLE, QoSClass.LS),
+        ([ctr({"cpu": "1"}, {"cpu": "2", "memory": "1Gi"})], KubeQoSClass.BURSTABLE, KoordQoSClass.LS),
         (
             [ctr({"cpu": "1", "memory": "1Gi"}, {"cpu": "1", "memory": "1Gi"}), ctr({"cpu": "1"})],
             KubeQoSClass.BURSTABLE,
-            QoSClass.LS,
+            KoordQoSClass.LS,
         ),
     ],
 )
-def test_qos_classes(containers: list[dict[str, Any]], kube: KubeQoSClass, koord: QoSClass) -> None:
+def test_qos_classes(containers: list[dict[str, Any]], kube: KubeQoSClass, koord: KoordQoSClass) -> None:
     p = pod(containers=containers)
     assert kube_qos_class(p) is kube
     assert qos_class_of(p) is koord
 
 
 def test_qos_label_and_reported_status_win() -> None:
-    assert qos_class_of(pod({"koordinator.sh/qosClass": "LSE"}, containers=[ctr()])) is QoSClass.LSE
+    assert qos_class_of(pod({"koordinator.sh/qosClass": "LSE"}, containers=[ctr()])) is KoordQoSClass.LSE
     reported = pod(containers=[ctr()]) | {"status": {"qosClass": "Guaranteed"}}
     assert kube_qos_class(reported) is KubeQoSClass.GUARANTEED
 

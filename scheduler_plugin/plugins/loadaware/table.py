@@ -23,9 +23,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
+from common.api.nodedigest import allocatable_with_raw
 from common.api.nodemetric_digest import NodeMetricDigest
-from common.api.pod import PriorityClass, scalar
-from common.api.quantity import MAX_CONSUMER_UNITS, Quantity, QuantityError
+from common.api.pod import PriorityClass
+from common.api.quantity import MAX_CONSUMER_UNITS
 from common.api.wire import GoDuration
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import NodeInfo, PodRecord, Snapshot
@@ -99,18 +100,6 @@ def _int_map(value: object) -> dict[str, int]:
     if any(not 0 <= v <= MAX_CONSUMER_UNITS for v in out.values()):
         raise ValueError("threshold out of range")
     return out
-
-
-def raw_allocatable(node: NodeInfo) -> dict[str, int]:
-    """status.allocatable, overridden per key by the node.koordinator.sh/raw-allocatable annotation."""
-    raw = node.annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
-    if not raw:
-        return node.allocatable
-    try:
-        override = {str(k): scalar(str(k), Quantity.parse(v)) for k, v in json.loads(raw).items()}
-    except (ValueError, TypeError, AttributeError, QuantityError, RecursionError):
-        return node.allocatable
-    return {**node.allocatable, **override}
 
 
 @dataclass(slots=True, eq=False)
@@ -313,7 +302,7 @@ class LoadTable:
         if static_changed:
             row.node_raw = node.raw
             row.thresholds = thresholds = node_thresholds(node.annotations, self.args)
-            self.allocatable[:, i] = self.vector(raw_allocatable(node))
+            self.allocatable[:, i] = self.vector(allocatable_with_raw(node.allocatable, node.raw_allocatable))
             self.allocatable_f[:, i] = np.where(self.allocatable[:, i] == 0, np.inf, self.allocatable[:, i])
             usage_thr, prod_thr = self.vector(thresholds.usage), self.vector(thresholds.prod)
             agg_thr = self.vector(thresholds.aggregated)

@@ -12,7 +12,7 @@ from agent.collectors.base import SeriesErrors
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.cgroups import CgroupCollector, PsiScope
 from agent.collectors.files import PseudoFileReader
-from agent.collectors.pods import ContainerRef, PodRef, QoSClass
+from agent.collectors.pods import ContainerRef, PodRef
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
@@ -24,6 +24,7 @@ from agent.series import (
     Sample,
     SeriesKey,
 )
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
@@ -55,7 +56,7 @@ def anon_of(got: dict[SeriesKey, Sample], uid: str, name: str) -> float:
 
 
 def three_tier_pods() -> list[PodRef]:
-    return [make_pod(1, QoSClass.GUARANTEED), make_pod(2, QoSClass.BURSTABLE), make_pod(3, QoSClass.BEST_EFFORT)]
+    return [make_pod(1, KubeQoSClass.GUARANTEED), make_pod(2, KubeQoSClass.BURSTABLE), make_pod(3, KubeQoSClass.BEST_EFFORT)]
 
 
 def collector(tree: FakeCgroupTree, pods: Callable[[], Sequence[PodRef]], **kw) -> CgroupCollector:
@@ -100,7 +101,7 @@ def test_all_tiers_pods_and_containers(tmp_path: Path, version: CgroupVersion, d
 @pytest.mark.parametrize("version", [V1, V2])
 def test_cpu_rate_in_cores(tmp_path: Path, version: CgroupVersion) -> None:
     tree = FakeCgroupTree(tmp_path, version, SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod, CgroupValues(cpu_ns=10_000_000_000))
     c = collector(tree, lambda: [pod])
     key = SeriesKey(CPU_USAGE_SECONDS, pod.uid)
@@ -113,7 +114,7 @@ def test_cpu_rate_in_cores(tmp_path: Path, version: CgroupVersion) -> None:
 
 def test_working_set_is_clamped_at_zero(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
-    pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
+    pod = make_pod(1, KubeQoSClass.GUARANTEED, containers=0)
     tree.add_pod(pod, CgroupValues(usage=5 * MiB, inactive_file=8 * MiB))
     got = index(collector(tree, lambda: [pod]).collect(0.0))
     assert got[SeriesKey(MEMORY_WORKING_SET_BYTES, pod.uid)].value == 0
@@ -122,7 +123,7 @@ def test_working_set_is_clamped_at_zero(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scope", list(PsiScope))
 def test_psi_scopes_on_v2(tmp_path: Path, scope: PsiScope) -> None:
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     got = index(collector(tree, lambda: [pod], psi=scope).collect(0.0))
     pod_psi = {k.metric for k in got if "pressure" in k.metric and not k.container}
@@ -140,7 +141,7 @@ def test_psi_scopes_on_v2(tmp_path: Path, scope: PsiScope) -> None:
 
 def test_no_psi_files_on_plain_v1(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)  # the kernel has no cgroup PSI on v1
-    pod = make_pod(1, QoSClass.BURSTABLE)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE)
     tree.add_pod(pod)
     c = collector(tree, lambda: [pod], psi=PsiScope.ALL)
     got = c.collect(0.0)
@@ -149,7 +150,7 @@ def test_no_psi_files_on_plain_v1(tmp_path: Path) -> None:
 
 def test_vendor_v1_kernel_with_psi_under_cpuacct(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS, psi=True)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=0)
     tree.add_pod(pod)
     got = index(collector(tree, lambda: [pod]).collect(0.0))
     assert SeriesKey("pressure_cpu_some_avg10_ratio", pod.uid) in got
@@ -157,13 +158,13 @@ def test_vendor_v1_kernel_with_psi_under_cpuacct(tmp_path: Path) -> None:
 
 def test_cri_o_cgroupfs_and_docker_systemd_names(tmp_path: Path) -> None:
     crio = FakeCgroupTree(tmp_path / "a", V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1, runtime="cri-o")
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1, runtime="cri-o")
     crio.add_pod(pod)
     assert (crio.path("memory", crio.pod_rel(pod)) / f"crio-{pod.containers[0].container_id[8:]}").is_dir()
     got = index(collector(crio, lambda: [pod]).collect(0.0))
     assert SeriesKey(CPU_USAGE_SECONDS, pod.uid, "c0") in got
     docker = FakeCgroupTree(tmp_path / "b", V2, SYSTEMD)
-    dpod = make_pod(2, QoSClass.GUARANTEED, containers=1, runtime="docker")
+    dpod = make_pod(2, KubeQoSClass.GUARANTEED, containers=1, runtime="docker")
     docker.add_pod(dpod)
     got = index(collector(docker, lambda: [dpod]).collect(0.0))
     assert SeriesKey(MEMORY_ANON_USAGE_BYTES, dpod.uid, "c0") in got
@@ -171,7 +172,7 @@ def test_cri_o_cgroupfs_and_docker_systemd_names(tmp_path: Path) -> None:
 
 def test_garbage_contents_cost_only_their_series(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE)
     tree.add_pod(pod)
     c0 = tree.container_rel(pod, pod.containers[0])
     (tree.path("cpuacct", c0) / "cpuacct.usage").write_text("lots of cpu\n")
@@ -190,7 +191,7 @@ def test_garbage_contents_cost_only_their_series(tmp_path: Path) -> None:
 
 def test_missing_keys_are_garbage_and_negative_values_out_of_range(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
-    pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
+    pod = make_pod(1, KubeQoSClass.GUARANTEED, containers=0)
     tree.add_pod(pod)
     d = tree.path("cpu", tree.pod_rel(pod))
     (d / "cpu.stat").write_text("user_usec 5\nsystem_usec 5\n")  # no usage_usec
@@ -223,7 +224,7 @@ class FlakyReader(PseudoFileReader):
 
 def test_permission_denied_is_counted_per_series(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE)
     tree.add_pod(pod)
     reader = FlakyReader("memory.stat", PermissionError(errno.EACCES, "denied"))
     c = collector(tree, lambda: [pod], reader=reader)
@@ -236,7 +237,7 @@ def test_permission_denied_is_counted_per_series(tmp_path: Path) -> None:
 def test_cgroup_vanishing_mid_read(tmp_path: Path) -> None:
     """The container exits between listing and reading: its cgroup disappears after the first file read."""
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE)
     tree.add_pod(pod)
     c0 = tree.container_rel(pod, pod.containers[0])
     reader = FlakyReader(f"{pod.containers[0].container_id[13:]}/cpuacct.usage", None, lambda: tree.remove(c0))
@@ -253,7 +254,7 @@ def test_cgroup_vanishing_mid_read(tmp_path: Path) -> None:
 
 def test_kept_fd_of_a_removed_cgroup_is_dropped_on_enodev(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     reader = FlakyReader("never-matches", None)
     c = collector(tree, lambda: [pod], reader=reader, psi=PsiScope.OFF)
@@ -270,7 +271,7 @@ def test_kept_fd_of_a_removed_cgroup_is_dropped_on_enodev(tmp_path: Path) -> Non
 
 def test_pod_list_changes_release_and_add_targets(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, SYSTEMD)
-    a, b = make_pod(1, QoSClass.BURSTABLE), make_pod(2, QoSClass.BEST_EFFORT)
+    a, b = make_pod(1, KubeQoSClass.BURSTABLE), make_pod(2, KubeQoSClass.BEST_EFFORT)
     tree.add_pod(a)
     tree.add_pod(b)
     pods: list[PodRef] = [a, b]
@@ -292,7 +293,7 @@ def test_pod_list_changes_release_and_add_targets(tmp_path: Path) -> None:
 
 def test_unstarted_and_malformed_containers(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     odd = PodRef(
         pod.uid,
@@ -301,14 +302,14 @@ def test_unstarted_and_malformed_containers(tmp_path: Path) -> None:
         pod.qos,
         (*pod.containers, ContainerRef("pending", ""), ContainerRef("evil", "containerd://../../../etc")),
     )
-    bad_uid = PodRef("../../etc", "ns", "x", QoSClass.BURSTABLE)
+    bad_uid = PodRef("../../etc", "ns", "x", KubeQoSClass.BURSTABLE)
     c = collector(tree, lambda: [odd, bad_uid], psi=PsiScope.OFF)
     got = c.collect(0.0)
     assert len(got) == 12 and c.errors.by_reason == {SeriesErrors.BAD_ID: 2}
 
 
 def test_waits_for_kubepods_to_appear(tmp_path: Path) -> None:
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=0)
     c = CgroupCollector(lambda: [pod], tmp_path)
     assert c.collect(0.0) == [] and c.layout is None and c.errors.total == 0
     tree = FakeCgroupTree(tmp_path, V2, CGROUPFS)  # kubelet started
@@ -318,7 +319,7 @@ def test_waits_for_kubepods_to_appear(tmp_path: Path) -> None:
 
 def test_pod_listed_before_its_cgroup_exists(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.GUARANTEED, containers=1)
+    pod = make_pod(1, KubeQoSClass.GUARANTEED, containers=1)
     c = collector(tree, lambda: [pod])
     assert c.collect(0.0) == [] and c.errors.by_reason == {SeriesErrors.VANISHED: 2}
     tree.add_pod(pod)
@@ -327,7 +328,7 @@ def test_pod_listed_before_its_cgroup_exists(tmp_path: Path) -> None:
 
 def test_missing_whole_pod_tree_midway(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pods = [make_pod(i, QoSClass.BURSTABLE) for i in range(3)]
+    pods = [make_pod(i, KubeQoSClass.BURSTABLE) for i in range(3)]
     for p in pods:
         tree.add_pod(p)
     reader = PseudoFileReader(keep_open=False)
@@ -340,7 +341,7 @@ def test_missing_whole_pod_tree_midway(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", [V1, V2])
 def test_no_cfs_quota_means_no_throttling_series(tmp_path: Path, version: CgroupVersion) -> None:
     tree = FakeCgroupTree(tmp_path, version, CGROUPFS)
-    pod = make_pod(1, QoSClass.BEST_EFFORT, containers=1)
+    pod = make_pod(1, KubeQoSClass.BEST_EFFORT, containers=1)
     tree.add_pod(pod, CgroupValues(periods=0, throttled=0, throttled_ns=0))  # nr_periods never moved
     got = index(collector(tree, lambda: [pod], psi=PsiScope.OFF).collect(0.0))
     assert SeriesKey(CPU_CFS_PERIODS, pod.uid) not in got and SeriesKey(CPU_USAGE_SECONDS, pod.uid) in got
@@ -374,7 +375,7 @@ def test_v1_cpu_stat_not_read_without_cfs_quota_until_one_appears(tmp_path: Path
     from agent.collectors.cgroups import QUOTA_RECHECK_SECONDS
 
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     rel, c0_rel = tree.pod_rel(pod), tree.container_rel(pod, pod.containers[0])
     for r in (rel, c0_rel):
@@ -411,7 +412,7 @@ def test_v1_cpu_stat_not_read_without_cfs_quota_until_one_appears(tmp_path: Path
 def test_v1_unreadable_cfs_quota_still_reads_cpu_stat(tmp_path: Path) -> None:
     """No quota file (or garbage in it) means "maybe a quota": cpu.stat is read, nothing counted as an error."""
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     (tree.path("cpu", tree.pod_rel(pod)) / "cpu.cfs_quota_us").write_text("garbage\n")  # container: no file
     c = collector(tree, lambda: [pod], psi=PsiScope.OFF)
@@ -422,7 +423,7 @@ def test_v1_unreadable_cfs_quota_still_reads_cpu_stat(tmp_path: Path) -> None:
 
 def test_v1_quota_is_rechecked_when_a_cgroup_is_found_again(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V1, CGROUPFS)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=0)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=0)
     tree.add_pod(pod)
     quota = tree.path("cpu", tree.pod_rel(pod)) / "cpu.cfs_quota_us"
     quota.write_text("-1\n")
@@ -442,7 +443,7 @@ def test_containers_and_psi_are_held_between_staggered_reads(tmp_path: Path) -> 
     last values are held, never dropped or mixed up with another cgroup's; pods' CPU and memory are read every
     cycle, and a container is read whole (CPU, memory and PSI of one moment)."""
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pods = [make_pod(n, QoSClass.BURSTABLE, containers=3) for n in (1, 2)]
+    pods = [make_pod(n, KubeQoSClass.BURSTABLE, containers=3) for n in (1, 2)]
     old = CgroupValues()
     for pod in pods:
         tree.add_pod(pod, old, dict.fromkeys((c.name for c in pod.containers), old))
@@ -480,7 +481,7 @@ def test_containers_read_when_scraped(tmp_path: Path, version: CgroupVersion) ->
     `read_on_scrape`, whose values the cycles after it hold; pods are read every cycle. A container that fails
     at scrape time costs its own series only, counted."""
     tree = FakeCgroupTree(tmp_path, version, SYSTEMD if version is V2 else CGROUPFS)
-    pods = [make_pod(n, QoSClass.BURSTABLE, containers=2) for n in (1, 2)]
+    pods = [make_pod(n, KubeQoSClass.BURSTABLE, containers=2) for n in (1, 2)]
     old, new = CgroupValues(), CgroupValues(cpu_ns=9_000_000_000, inactive_anon=50 * MiB)
     for pod in pods:
         tree.add_pod(pod, old, dict.fromkeys((r.name for r in pod.containers), old))
@@ -516,7 +517,7 @@ def test_containers_read_when_scraped(tmp_path: Path, version: CgroupVersion) ->
 
 def test_a_new_container_is_read_whole_at_once(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     pods = [pod]
     c = collector(tree, lambda: pods, interval=1.0, container_interval=60.0)
@@ -548,7 +549,7 @@ def test_batch_reads_give_the_values_of_one_by_one_reads(
     """Bit for bit, over cycles that hold containers and PSI, with cgroups without CFS stats or quota, a PSI
     file without a `full` line, and sums beyond float precision; batches read by the C reader and in Python."""
     tree = FakeCgroupTree(tmp_path, version, driver, psi=True)
-    pods = [make_pod(i, qos, containers=2) for i, qos in enumerate(QoSClass)]
+    pods = [make_pod(i, qos, containers=2) for i, qos in enumerate(KubeQoSClass)]
     for i, pod in enumerate(pods):
         tree.add_pod(pod, CgroupValues(periods=0 if i == 1 else 100, inactive_anon=2**53 + 1))
     rel = tree.pod_rel(pods[2])
@@ -579,7 +580,7 @@ def test_batch_reads_give_the_values_of_one_by_one_reads(
 
 def test_a_failing_cgroup_is_read_alone_and_the_others_stay_batched(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, V2, SYSTEMD)
-    pods = [make_pod(i, QoSClass.BURSTABLE, containers=1) for i in range(3)]
+    pods = [make_pod(i, KubeQoSClass.BURSTABLE, containers=1) for i in range(3)]
     for pod in pods:
         tree.add_pod(pod)
     bad = tree.path("memory", tree.pod_rel(pods[1])) / "memory.stat"

@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion, detect_layout
-from agent.collectors.pods import QoSClass, split_container_id, valid_pod_uid
+from agent.collectors.pods import split_container_id, valid_pod_uid
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import FakeCgroupTree
 
 UID = "0f1e2d3c-aaaa-bbbb-cccc-000011112222"
@@ -65,23 +66,23 @@ def test_forced_version_and_driver(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("driver", "qos", "expected"),
     [
-        (CGROUPFS, QoSClass.GUARANTEED, f"pod{UID}"),
-        (CGROUPFS, QoSClass.BURSTABLE, f"burstable/pod{UID}"),
-        (CGROUPFS, QoSClass.BEST_EFFORT, f"besteffort/pod{UID}"),
-        (SYSTEMD, QoSClass.GUARANTEED, "kubepods-pod0f1e2d3c_aaaa_bbbb_cccc_000011112222.slice"),
+        (CGROUPFS, KubeQoSClass.GUARANTEED, f"pod{UID}"),
+        (CGROUPFS, KubeQoSClass.BURSTABLE, f"burstable/pod{UID}"),
+        (CGROUPFS, KubeQoSClass.BEST_EFFORT, f"besteffort/pod{UID}"),
+        (SYSTEMD, KubeQoSClass.GUARANTEED, "kubepods-pod0f1e2d3c_aaaa_bbbb_cccc_000011112222.slice"),
         (
             SYSTEMD,
-            QoSClass.BURSTABLE,
+            KubeQoSClass.BURSTABLE,
             "kubepods-burstable.slice/kubepods-burstable-pod0f1e2d3c_aaaa_bbbb_cccc_000011112222.slice",
         ),
         (
             SYSTEMD,
-            QoSClass.BEST_EFFORT,
+            KubeQoSClass.BEST_EFFORT,
             "kubepods-besteffort.slice/kubepods-besteffort-pod0f1e2d3c_aaaa_bbbb_cccc_000011112222.slice",
         ),
     ],
 )
-def test_pod_dirs_per_qos_tier(tmp_path: Path, driver: CgroupDriver, qos: QoSClass, expected: str) -> None:
+def test_pod_dirs_per_qos_tier(tmp_path: Path, driver: CgroupDriver, qos: KubeQoSClass, expected: str) -> None:
     FakeCgroupTree(tmp_path, V2, driver)
     layout = detect_layout(tmp_path)
     assert layout is not None and layout.pod_dir(qos, UID) == expected

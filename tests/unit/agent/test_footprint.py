@@ -40,14 +40,14 @@ STANDALONE_RUN = """
 import asyncio, sys, tempfile, urllib.request
 from pathlib import Path
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import QoSClass
+from common.api.pod import KubeQoSClass
 from agent.config import AgentSettings
 from agent.main import NodeAgent
 from tests.fakes.cgroup_trees import FakeCgroupTree, ProcValues, make_pod, write_proc
 
 async def run(tmp: Path) -> None:
     write_proc(tmp / "proc", ProcValues())  # no driver/nvidia: the GPU collector stays off
-    FakeCgroupTree(tmp / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, QoSClass.BURSTABLE))
+    FakeCgroupTree(tmp / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, KubeQoSClass.BURSTABLE))
     settings = AgentSettings.model_validate({
         "proc_root": tmp / "proc", "sys_root": tmp / "sys", "cgroup_root": tmp / "cgroup", "port": 0,
         "collect_interval_seconds": 0.1, "kubelet_url": "http://127.0.0.1:1",  # asked, and nobody answers

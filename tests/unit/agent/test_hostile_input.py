@@ -24,7 +24,6 @@ from agent.collectors.ib_sysfs import parse_counter, parse_rate, parse_state
 from agent.collectors.infiniband import IB_RECEIVED_BYTES_PER_SECOND, IB_RECEIVED_BYTES_TOTAL, InfinibandCollector
 from agent.collectors.netdev import NetdevCollector, parse_counters
 from agent.collectors.node import NodeCollector, parse_meminfo, parse_proc_stat
-from agent.collectors.pods import QoSClass
 from agent.collectors.psi import psi_values
 from agent.report import cpu_quantity, memory_quantity
 from agent.sampler import Sampler
@@ -37,6 +36,7 @@ from agent.series import (
     NODE_MEMORY_TOTAL_BYTES,
     SeriesKey,
 )
+from common.api.pod import KubeQoSClass
 from common.api.quantity import MAX_CONSUMER_UNITS
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 from tests.fakes.infiniband import set_counters, write_hca, write_port
@@ -119,7 +119,7 @@ def test_cgroup_garbage_costs_only_its_series_and_logs_once(
     tmp_path: Path, version: CgroupVersion, caplog: pytest.LogCaptureFixture
 ) -> None:
     tree = FakeCgroupTree(tmp_path, version, CgroupDriver.CGROUPFS)
-    bad, good = make_pod(1, QoSClass.GUARANTEED, containers=0), make_pod(2, QoSClass.GUARANTEED, containers=0)
+    bad, good = make_pod(1, KubeQoSClass.GUARANTEED, containers=0), make_pod(2, KubeQoSClass.GUARANTEED, containers=0)
     tree.add_pod(bad, CgroupValues(cpu_ns=U64 * 1000 if version is V2 else U64))  # v2 writes usec = ns / 1000
     tree.add_pod(good)
     memory_file = "memory.usage_in_bytes" if version is V1 else "memory.current"
@@ -152,7 +152,7 @@ def test_cgroup_counter_going_backwards_or_jumping_gives_no_rate(
     proc = tmp_path / "proc"
     write_proc(proc, ProcValues(cpus=4))
     tree = FakeCgroupTree(tmp_path / "cg", V1, CgroupDriver.CGROUPFS)
-    pod = make_pod(1, QoSClass.GUARANTEED, containers=0)
+    pod = make_pod(1, KubeQoSClass.GUARANTEED, containers=0)
     tree.add_pod(pod, CgroupValues(cpu_ns=50 * 10**9))
     cgroups = CgroupCollector(lambda: [pod], tree.root)
     node = NodeCollector(proc, clock_ticks=100)
@@ -244,7 +244,7 @@ def test_the_agent_keeps_serving_over_a_hostile_tree_and_publishes_nothing_huge(
     write_proc(tmp_path / "proc", ProcValues())
     (tmp_path / "proc" / "meminfo").write_text(f"MemTotal: {U64} kB\nMemFree: 1 kB\nMemAvailable: 1 kB\n")
     tree = FakeCgroupTree(tmp_path / "cgroup", V2, CgroupDriver.SYSTEMD)
-    bad, good = make_pod(1, QoSClass.BURSTABLE, containers=1), make_pod(2, QoSClass.BURSTABLE, containers=1)
+    bad, good = make_pod(1, KubeQoSClass.BURSTABLE, containers=1), make_pod(2, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(bad, CgroupValues(cpu_ns=U64 * 1000))
     tree.add_pod(good)
     (tree.path("memory", tree.pod_rel(bad)) / "memory.current").write_text(f"{HUGE}\n")

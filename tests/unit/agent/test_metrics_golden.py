@@ -20,10 +20,10 @@ from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from agent.collectors.cgroups import CgroupCollector
 from agent.collectors.netdev import NetdevCollector
 from agent.collectors.node import NodeCollector
-from agent.collectors.pods import QoSClass
 from agent.exporter import AgentTimings, render_self, render_windows
 from agent.pipeline import NodePipeline
 from agent.report import PodIdentity, ReportPolicy
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 GOLDEN = Path(__file__).parent / "golden" / "metrics.txt"
@@ -43,7 +43,7 @@ def exposition(tmp_path: Path) -> str:
     values = ProcValues()
     write_proc(proc, values)
     tree = FakeCgroupTree(cgroup, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pods = [make_pod(1, QoSClass.GUARANTEED, containers=1), make_pod(2, QoSClass.BURSTABLE, containers=2)]
+    pods = [make_pod(1, KubeQoSClass.GUARANTEED, containers=1), make_pod(2, KubeQoSClass.BURSTABLE, containers=2)]
     for pod in pods:
         tree.add_pod(pod, CgroupValues())
     identities = {p.uid: PodIdentity(p.uid, p.namespace, p.name, "koord-prod", "LS") for p in pods}

@@ -12,9 +12,10 @@ import pytest
 
 from agent import podwatch
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import ContainerRef, QoSClass
+from agent.collectors.pods import ContainerRef
 from agent.inotify import DirectoryWatch
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
 CID = "containerd://" + "ab" * 32
@@ -49,10 +50,10 @@ def pod(
 def test_pod_ref_from_json() -> None:
     ref = pod_ref(pod())
     assert ref is not None
-    assert (ref.uid, ref.namespace, ref.name, ref.qos) == ("u1", "ns", "p-u1", QoSClass.GUARANTEED)
+    assert (ref.uid, ref.namespace, ref.name, ref.qos) == ("u1", "ns", "p-u1", KubeQoSClass.GUARANTEED)
     # the finished init container has no cgroup any more; the running sidecar has one
     assert ref.containers == (ContainerRef("proxy", "containerd://" + "ef" * 32), ContainerRef("app", CID))
-    assert pod_ref(pod(qos="BestEffort")).qos is QoSClass.BEST_EFFORT  # type: ignore[union-attr]
+    assert pod_ref(pod(qos="BestEffort")).qos is KubeQoSClass.BEST_EFFORT  # type: ignore[union-attr]
     assert pod_ref(pod(phase="Succeeded")) is None
     assert pod_ref({"metadata": {}}) is None
 
@@ -87,6 +88,30 @@ def test_a_pod_moving_nodes_leaves_the_old_one() -> None:
     assert index.refs("n1") == () and [r.uid for r in index.refs("n2")] == ["u1"]
 
 
+def test_a_malformed_pod_is_counted_once_per_version_and_still_measured() -> None:
+    from prometheus_client import REGISTRY
+
+    from common.kube.malformed import MalformedObjects
+
+    def counted() -> float:
+        labels = {"kind": "Pod", "reason": "invalid_quantity"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    index = PodIndex(MalformedObjects(("Pod",)))
+    before = counted()
+    bad = pod("u9", qos="Guaranteed")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    index.handle("ADDED", bad, None)
+    index.handle("MODIFIED", bad, bad)  # a re-list delivers the same version again
+    assert counted() - before == 1
+    # It runs on this node all the same: measured in the kubelet's tier, named without classes.
+    (ref,) = index.refs("n1")
+    assert ref.qos is KubeQoSClass.GUARANTEED and index.infos("n1")["u9"].qos == ""
+    assert index.malformed is not None and index.malformed.current() == [("Pod", "ns/p-u9")]
+    index.handle("MODIFIED", pod("u9", rv="2"), bad)  # fixed
+    assert index.malformed.current() == [] and index.infos("n1")["u9"].qos == "LSR"
+
+
 @pytest.mark.parametrize(
     ("version", "driver"),
     [
@@ -98,9 +123,9 @@ def test_a_pod_moving_nodes_leaves_the_old_one() -> None:
 def test_pods_found_in_the_cgroup_tree(tmp_path: Path, version: CgroupVersion, driver: CgroupDriver) -> None:
     tree = FakeCgroupTree(tmp_path, version, driver)
     pods = [
-        make_pod(1, QoSClass.GUARANTEED),
-        make_pod(2, QoSClass.BURSTABLE, containers=1),
-        make_pod(3, QoSClass.BEST_EFFORT),
+        make_pod(1, KubeQoSClass.GUARANTEED),
+        make_pod(2, KubeQoSClass.BURSTABLE, containers=1),
+        make_pod(3, KubeQoSClass.BEST_EFFORT),
     ]
     for p in pods:
         tree.add_pod(p)
@@ -118,14 +143,14 @@ def test_pods_found_in_the_cgroup_tree(tmp_path: Path, version: CgroupVersion, d
 def test_known_pods_containers_are_listed_again_staggered(tmp_path: Path) -> None:
     """A new pod is read whole at once; a known pod's containers are listed every `rescan_rounds` rounds."""
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pods = [make_pod(n, QoSClass.BURSTABLE, containers=1) for n in (1, 2, 3)]
+    pods = [make_pod(n, KubeQoSClass.BURSTABLE, containers=1) for n in (1, 2, 3)]
     for p in pods:
         tree.add_pod(p)
     first = scan_pods(tree.layout())
     for p in pods:  # every pod's container restarted (a new ID)
         restarted = ContainerRef("c0", container_id(900 + int(p.name.split("-")[1])))
         tree.write(tree.container_rel(p, restarted), CgroupValues())
-    newcomer = make_pod(4, QoSClass.BURSTABLE, containers=2)
+    newcomer = make_pod(4, KubeQoSClass.BURSTABLE, containers=2)
     tree.add_pod(newcomer)
     known = {p.uid: p for p in first}
     rounds = []
@@ -153,7 +178,7 @@ def test_a_watched_tree_is_listed_again_only_when_a_cgroup_comes_or_goes(tmp_pat
     """With inotify, a pod or container made or removed is seen at the next call, long before `refresh_seconds`;
     with nothing changed (a cgroup's files written to do not count) the tree is not listed at all."""
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    first = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    first = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(first)
     discovery = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9)  # polled, nothing after the first listing
     try:
@@ -164,7 +189,7 @@ def test_a_watched_tree_is_listed_again_only_when_a_cgroup_comes_or_goes(tmp_pat
             assert [p.uid for p in discovery.pods()] == [first.uid]
         assert discovery.scans == scans
 
-        second = make_pod(2, QoSClass.BEST_EFFORT, containers=2)
+        second = make_pod(2, KubeQoSClass.BEST_EFFORT, containers=2)
         tree.add_pod(second)
         assert {p.uid for p in discovery.pods()} == {first.uid, second.uid}
         settled(discovery)
@@ -206,7 +231,7 @@ def test_without_a_watch_the_tree_is_polled(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, broken: type[DirectoryWatch]
 ) -> None:
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    tree.add_pod(make_pod(1, QoSClass.BURSTABLE))
+    tree.add_pod(make_pod(1, KubeQoSClass.BURSTABLE))
     watches: list[DirectoryWatch] = []
 
     def factory() -> DirectoryWatch:
@@ -219,14 +244,14 @@ def test_without_a_watch_the_tree_is_polled(
             assert len(discovery.pods()) == 1
     assert not discovery.watched and len(watches) == 1 and not watches[0].available  # closed, not made again
     assert [r.getMessage() for r in caplog.records if "listing the kubepods tree every" in r.getMessage()] != []
-    tree.add_pod(make_pod(2, QoSClass.BURSTABLE))
+    tree.add_pod(make_pod(2, KubeQoSClass.BURSTABLE))
     assert len(discovery.pods()) == 1  # polled: not before `refresh_seconds`
     discovery.refresh_seconds = 0.0
     assert len(discovery.pods()) == 2
 
 
 def test_close_releases_the_inotify_descriptor(tmp_path: Path) -> None:
-    FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, QoSClass.GUARANTEED))
+    FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD).add_pod(make_pod(1, KubeQoSClass.GUARANTEED))
     discovery = CgroupPodDiscovery(tmp_path)
     discovery.pods()
     assert discovery._watch is not None
@@ -278,7 +303,7 @@ def test_what_the_watch_could_not_see_is_found_by_the_next_listing(tmp_path: Pat
     """A container made before its pod's directory was watched is listed at the next call; anything the watch does
     not report, at the listing `SAFETY_RESCAN_SECONDS` later."""
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod)
     racing = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9, watch_factory=RacingRuntime)
     deaf = CgroupPodDiscovery(tmp_path, refresh_seconds=1e9, watch_factory=Deaf)
@@ -287,7 +312,7 @@ def test_what_the_watch_could_not_see_is_found_by_the_next_listing(tmp_path: Pat
         assert len(racing.pods()[0].containers) == 2
         assert len(deaf.pods()[0].containers) == 2 and deaf.watched
         settled(deaf)
-        tree.add_pod(make_pod(2, QoSClass.BURSTABLE))
+        tree.add_pod(make_pod(2, KubeQoSClass.BURSTABLE))
         assert len(deaf.pods()) == 1
         deaf._safety_at -= podwatch.SAFETY_RESCAN_SECONDS
         assert len(deaf.pods()) == 2

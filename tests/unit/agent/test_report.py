@@ -337,12 +337,14 @@ def test_spec_overrides_configuration_with_koordlets_clamps() -> None:
 def test_reporter_follows_spec_changes_once_each() -> None:
     ring, now = ring_of(node_series(10))
     changes: list[ReportPolicy] = []
+    problems: list[Any] = []
     reporter = NodeReporter(
         "n1",
         ring=lambda: ring,
         base_policy=ReportPolicy(2, 1, (2, 4)),
         pods=dict,
         on_policy_change=changes.append,
+        on_spec_problem=problems.append,
         min_aggregate_seconds=0,
         min_report_seconds=0,
     )
@@ -351,7 +353,9 @@ def test_reporter_follows_spec_changes_once_each() -> None:
     assert not reporter.apply_spec(spec)
     assert reporter.policy.windows == (1, 3) and len(changes) == 1
     assert not reporter.apply_spec({"metricCollectPolicy": {"nodeAggregatePolicy": {"durations": ["soon"]}}})
-    assert reporter.policy.windows == (1, 3)  # an invalid spec is ignored (and logged)
+    assert reporter.policy.windows == (1, 3)  # an invalid spec is ignored (logged, and counted by the caller)
+    (problem,) = [p for p in problems if p is not None]
+    assert problem.kind == "NodeMetric" and problem.field.startswith("spec.metricCollectPolicy.nodeAggregatePolicy")
     assert reporter.apply_spec(None)  # the object or its policy went away: back to the configuration
     assert reporter.policy == reporter.base_policy and len(changes) == 2
     status = reporter.status(now=now).to_wire()

@@ -15,7 +15,6 @@ from agent.collectors.gpu import GpuCollector
 from agent.collectors.infiniband import InfinibandCollector
 from agent.collectors.netdev import NetdevCollector
 from agent.collectors.node import NodeCollector
-from agent.collectors.pods import QoSClass
 from agent.collectors.registry import close_collectors
 from agent.collectors.system import system_usage
 from agent.report import wants_window_quantiles
@@ -41,6 +40,7 @@ from agent.series import (
     block_of,
 )
 from agent.store import build_report
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 
@@ -218,7 +218,7 @@ def test_end_to_end_on_fake_trees(tmp_path: Path) -> None:
     pv = ProcValues()
     write_proc(proc, pv)
     tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pods = [make_pod(i, QoSClass.BURSTABLE) for i in range(3)]
+    pods = [make_pod(i, KubeQoSClass.BURSTABLE) for i in range(3)]
     for p in pods:
         tree.add_pod(p)
     ctx = CollectorContext(proc_root=proc, cgroup_root=tree.root, pods=lambda: pods)

@@ -10,10 +10,10 @@ import aiohttp
 import pytest
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import QoSClass
 from agent.config import AgentSettings
 from agent.main import NodeAgent, cluster_configured
 from agent.podwatch import CgroupPodDiscovery, LocalPods
+from common.api.pod import KubeQoSClass
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 INTERVAL = 0.2
@@ -58,7 +58,7 @@ def test_standalone_serves_fresh_metrics_health_and_the_nodemetric_without_an_ap
     proc = ProcValues()
     write_proc(tmp_path / "proc", proc)
     tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod, CgroupValues())
 
     async def scenario() -> None:
@@ -112,7 +112,7 @@ def test_standalone_serves_fresh_metrics_health_and_the_nodemetric_without_an_ap
 
 def test_local_pods_are_named_by_the_kubelet_when_it_answers(tmp_path: Path) -> None:
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)
-    pod = make_pod(1, QoSClass.BURSTABLE, containers=1)
+    pod = make_pod(1, KubeQoSClass.BURSTABLE, containers=1)
     tree.add_pod(pod, CgroupValues())
     local = LocalPods(CgroupPodDiscovery(tmp_path), "http://127.0.0.1:1")  # nothing listens on port 1
     assert [p.name for p in local.infos().values()] == [pod.uid]  # cgroups only: named by UID

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from typing import Any
 
 import pytest
 
+from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodemetric_digest import digest_node_metric
 from common.api.scheduling import Requirement, Taint, Toleration
 from scheduler_plugin.descheduler import DetectorStore, plan_round
@@ -55,14 +55,16 @@ def test_malformed_raw_allocatable_falls_back_to_status_allocatable() -> None:
         assert node_snapshot(obj).raw_allocatable is None
 
 
-def test_unparseable_allocatable_is_nan_and_the_round_skips_the_node() -> None:
-    snap = node_snapshot(node_obj("n1", cpu="ten"))
-    assert math.isnan(snap.allocatable["cpu"] or 0.0)
+def test_unparseable_allocatable_is_malformed_and_the_round_skips_the_node() -> None:
+    with pytest.raises(MalformedObjectError) as bad:
+        node_snapshot(node_obj("n1", cpu="ten"))
+    assert bad.value.field == "status.allocatable.cpu" and bad.value.reason is MalformedReason.INVALID_QUANTITY
     inputs = build(InputCache(), store(node_obj("n1", cpu="ten")), {}, store(nodemetric_obj("n1")))
     plan = plan_round(
         make_args(), inputs.nodes, inputs.pods, inputs.node_metrics, detectors=DetectorStore(300), now=NOW
     )
-    assert plan.skipped_nodes == {"n1": "allocatable cpu is not a valid quantity (nan)"}
+    assert inputs.nodes == [] and inputs.node_problems["n1"].startswith("Node malformed")
+    assert "n1" not in plan.skipped_nodes  # not measured at all
 
 
 # ----------------------------------------------------------------------------- pods
@@ -109,12 +111,18 @@ def test_owner_is_the_controller_reference_only() -> None:
 
 
 def test_terminating_not_ready_and_garbage_quantities() -> None:
-    obj = pod_obj("p", "n1", cpu="a lot", ready=False, deleting=True)
+    obj = pod_obj("p", "n1", ready=False, deleting=True)
     snap = pod_snapshot(obj)
     assert snap.terminating and not snap.ready
-    assert all(math.isnan(v or 0.0) for v in snap.requests.values())  # nodeFit will find no target for it
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "a lot"
+    with pytest.raises(MalformedObjectError) as bad_cpu:
+        pod_snapshot(obj)  # the round leaves the node alone: what the pod uses is unknown
+    assert bad_cpu.value.reason is MalformedReason.INVALID_QUANTITY and "default/p" in str(bad_cpu.value)
+    obj = pod_obj("p", "n1")
     obj["spec"]["priority"] = "high"
-    assert pod_snapshot(obj).priority is None
+    with pytest.raises(MalformedObjectError) as bad_priority:
+        pod_snapshot(obj)
+    assert bad_priority.value.field == "spec.priority" and bad_priority.value.reason is MalformedReason.WRONG_TYPE
 
 
 # ----------------------------------------------------------------------------- NodeMetrics
@@ -231,10 +239,10 @@ def test_an_object_that_fails_to_convert_skips_its_node_not_the_round(monkeypatc
 
     real = inputs_module.pod_snapshot
 
-    def fragile(obj: dict[str, Any], workload_replicas: int | None = None) -> Any:
+    def fragile(obj: dict[str, Any], workload_replicas: int | None = None, digest: Any = None) -> Any:
         if obj["metadata"]["name"] == "odd":
             raise KeyError("surprise")
-        return real(obj, workload_replicas)
+        return real(obj, workload_replicas, digest)
 
     monkeypatch.setattr(inputs_module, "pod_snapshot", fragile)
     pods = store(pod_obj("odd", "n1"), pod_obj("fine", "n2"))

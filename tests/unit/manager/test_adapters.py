@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
-from common.api.malformed import MalformedObjectError
+from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodemetric_digest import HostAppUsage, PodUsage
 from manager.adapters import (
     node_batch_resources,
     node_capacity,
+    node_digest,
     node_metric,
     pod_node_name,
     pod_on_node,
@@ -30,22 +31,28 @@ def node(**status: Any) -> dict[str, Any]:
 def test_node_capacity_allocatable_and_reservation_annotation() -> None:
     obj = node(capacity={"cpu": "16", "memory": "64Gi"}, allocatable={"cpu": "15500m", "memory": "62Gi"})
     obj["metadata"]["annotations"]["node.koordinator.sh/reservation"] = '{"resources": {"cpu": "2", "memory": "1Gi"}}'
-    facts = node_capacity(obj)
+    facts = node_capacity(node_digest(obj))
     assert facts.capacity == ResourcePair(16_000, 64 * GI)
     assert facts.allocatable == ResourcePair(15_500, 62 * GI)
     assert facts.annotation_reserved == ResourcePair(2_000, GI)
 
 
 def test_malformed_node_quantity_is_an_input_error_naming_the_field() -> None:
-    with pytest.raises(MalformedObjectError, match=r"node n1 status.capacity"):
-        node_capacity(node(capacity={"cpu": "lots"}))
+    with pytest.raises(MalformedObjectError, match=r"Node n1 status.capacity.cpu") as bad:
+        node_digest(node(capacity={"cpu": "lots"}))
+    assert bad.value.reason is MalformedReason.INVALID_QUANTITY
 
 
 def test_batch_resources_read_back_in_the_api_servers_canonical_forms() -> None:
     obj = node(allocatable={BATCH_CPU: "6100", BATCH_MEMORY: "32Gi", "cpu": "16"}, capacity={BATCH_CPU: "6k"})
-    assert node_batch_resources(obj) == {BATCH_CPU: 6100, BATCH_MEMORY: 32 * GI}
-    assert node_batch_resources(obj, "capacity") == {BATCH_CPU: 6000}
-    assert node_batch_resources(node(allocatable={BATCH_CPU: "garbage"})) == {}  # unparsable counts as absent
+    digest = node_digest(obj)
+    assert node_batch_resources(digest) == {BATCH_CPU: 6100, BATCH_MEMORY: 32 * GI}
+    assert node_batch_resources(digest, "capacity") == {BATCH_CPU: 6000}
+    # A batch resource the manager writes itself that does not parse counts as absent (the next write replaces
+    # it); anything else wrong with the node makes it unreadable.
+    assert node_batch_resources(node_digest(node(allocatable={BATCH_CPU: "garbage"}))) == {}
+    with pytest.raises(MalformedObjectError):
+        node_digest(node(allocatable={BATCH_CPU: "garbage", "cpu": "garbage"}))
 
 
 def test_pod_classes_and_requests_as_kube_scheduler_sums_them() -> None:

@@ -13,10 +13,11 @@ import pytest
 from prometheus_client import REGISTRY
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
-from agent.collectors.pods import PodRef, QoSClass
+from agent.collectors.pods import PodRef
 from agent.qos.batch_cgroup import CgroupDirs
 from agent.qos.batch_isolation import BatchIsolator, RoundResult
 from agent.qos.batch_resource import NodeLimits
+from common.api.pod import KubeQoSClass as QoSClass
 from common.kube.events import EventRecorder
 from tests.fakes.cgroup_trees import FakeCgroupTree, make_pod
 from tests.unit.manager.fakes import FakeHTTP

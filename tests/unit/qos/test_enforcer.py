@@ -331,3 +331,30 @@ def test_batch_quotas_give_way_to_cfs_quota_suppression_and_come_back_after_it(
     rig.step()
     assert writes == ["besteffort=-1", "cpu.cfs_quota_us=100000"]
     assert (pod_cpu / "cpu.cfs_quota_us").read_text() == "100000"
+
+
+def test_objects_it_cannot_read_are_counted_once_per_version_and_never_acted_on(tmp_path: Path) -> None:
+    def counted(kind: str, reason: str) -> float:
+        value = REGISTRY.get_sample_value("loadline_malformed_objects_total", {"kind": kind, "reason": reason})
+        assert value is not None, (kind, reason)  # the enforcer's kinds are counted from 0
+        return value
+
+    rig = Rig(tmp_path, memory="10Gi")
+    before = {k: counted(*k) for k in (("NodeSLO", "wrong_type"), ("Pod", "invalid_quantity"), ("Node", "invalid_quantity"))}
+    rig.enforcer.slo_watch.store[NODE] = {"metadata": {"name": NODE}, "spec": {"resourceUsedThresholdWithBE": []}}
+    rig.step()
+    rig.step()  # the same version again: not counted again
+    assert counted("NodeSLO", "wrong_type") - before[("NodeSLO", "wrong_type")] == 1 and rig.quota() == -1
+    # A best-effort pod whose requests do not parse is not taken for best-effort: never evicted.
+    rig.slo(enable=True, memoryEvictThresholdPercent=70)
+    bad = pod("bad-be", "be1", qos="BE", requests={"cpu": "lots"})
+    rig.enforcer.pod_watch.store["ns/be"] = bad
+    rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
+    rig.step()
+    rig.step()
+    assert deletions(rig) == [] and counted("Pod", "invalid_quantity") - before[("Pod", "invalid_quantity")] == 1
+    # A Node that does not read stops the rounds, and is counted.
+    rig.enforcer.node_watch.store[NODE] = {"metadata": {"name": NODE}, "status": {"capacity": {"cpu": "eight"}}}
+    rig.step()
+    assert counted("Node", "invalid_quantity") - before[("Node", "invalid_quantity")] == 1
+    assert (REGISTRY.get_sample_value("loadline_agent_qos_skipped_rounds_total", {"reason": "node_malformed"}) or 0) >= 1

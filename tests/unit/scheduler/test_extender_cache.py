@@ -12,8 +12,10 @@ from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
 from tests.unit.scheduler.builders import node, node_metric, pod
 
 
-def invalid_count(kind: str) -> float:
-    return REGISTRY.get_sample_value("loadline_extender_invalid_objects_total", {"kind": kind}) or 0.0
+def malformed_count(kind: str, reason: str) -> float:
+    value = REGISTRY.get_sample_value("loadline_malformed_objects_total", {"kind": kind, "reason": reason})
+    assert value is not None, f"no series for {kind} {reason}"
+    return value
 
 
 def make_cache() -> ExtenderCache:
@@ -22,6 +24,8 @@ def make_cache() -> ExtenderCache:
 
 def test_events_feed_the_snapshot() -> None:
     cache = make_cache()
+    # the kinds the extender reads are counted from 0, so a dashboard shows 0 before the first bad object
+    assert all(malformed_count(kind, "wrong_type") >= 0 for kind in ("Node", "Pod", "NodeMetric"))
     snap = cache.snapshot
     cache.nodes._emit("ADDED", node("a"), None)
     cache.watched["NodeMetric"]._emit("ADDED", node_metric("a", cpu="1", memory="1Gi"), None)
@@ -39,7 +43,8 @@ def test_events_feed_the_snapshot() -> None:
 
 def test_malformed_objects_are_skipped_and_counted() -> None:
     cache = make_cache()
-    before = {k: invalid_count(k) for k in ("node", "pod", "nodemetric")}
+    counted = (("Node", "invalid_quantity"), ("Pod", "negative_quantity"), ("NodeMetric", "invalid_quantity"))
+    before = {k: malformed_count(*k) for k in counted}
     cache.nodes._emit("ADDED", node("a"), None)
     broken_node = node("a", cpu="4")
     broken_node["status"]["allocatable"]["cpu"] = "four"
@@ -48,7 +53,9 @@ def test_malformed_objects_are_skipped_and_counted() -> None:
     broken_metric = node_metric("a", cpu="1")
     broken_metric["status"]["nodeMetric"]["nodeUsage"]["resources"]["cpu"] = "NaN"
     cache.watched["NodeMetric"]._emit("ADDED", broken_metric, None)
-    assert {k: invalid_count(k) - v for k, v in before.items()} == {"node": 1, "pod": 1, "nodemetric": 1}
+    assert [malformed_count(*k) - v for k, v in before.items()] == [1, 1, 1]
+    cache.pods._emit("MODIFIED", pod("p", cpu="-1", node_name="a"), None)  # the same version again: counted once
+    assert malformed_count("Pod", "negative_quantity") - before[("Pod", "negative_quantity")] == 1
     info = cache.snapshot.node_by_name("a")
     assert info is not None and info.allocatable["cpu"] == 4000  # the last good version stays
     assert "default/p" not in cache.snapshot.pods

@@ -1,0 +1,111 @@
+"""The pod digest every component reads (common/api/poddigest.py): values, and what is wrong with a bad pod."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from common.api.malformed import MalformedReason
+from common.api.pod import KoordQoSClass, KubeQoSClass, PriorityClass
+from common.api.poddigest import NONZERO_DEFAULT_MEMORY, NONZERO_DEFAULT_MILLI_CPU, digest_pod
+
+MiB = 1024 * 1024
+
+
+def pod(**spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "web-0",
+            "namespace": "shop",
+            "uid": "u-1",
+            "resourceVersion": "17",
+            "labels": {"app": "web"},
+            "creationTimestamp": "2026-11-28T07:00:00Z",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"},
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u-rs", "controller": True},
+            ],
+        },
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **spec},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_readable_pod() -> None:
+    d = digest_pod(pod(priority=9500))
+    assert d.problem is None and d.key == "shop/web-0" and (d.uid, d.resource_version) == ("u-1", "17")
+    assert d.node_name == "n1" and d.phase == "Running" and not d.deleting
+    assert d.requests == {"cpu": 1000} and d.limits == {}
+    assert d.kube_qos is KubeQoSClass.BURSTABLE and d.koord_qos is KoordQoSClass.LS
+    assert d.priority == 9500 and d.priority_class is PriorityClass.PROD
+    assert d.controller is not None and (d.controller.kind, d.controller.uid) == ("ReplicaSet", "u-rs")
+    assert d.creation_timestamp == 1795849200.0
+
+
+def test_requests_limits_and_qos_follow_kube_scheduler() -> None:
+    # component-helpers resource.PodRequests: the larger of the app containers' sum and the init peak; a
+    # restartable init container (sidecar) runs beside the later ones and the app containers; overhead added.
+    d = digest_pod(
+        pod(
+            containers=[{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}}}],
+            initContainers=[
+                {"restartPolicy": "Always", "resources": {"requests": {"cpu": "500m", "memory": "100Mi"}}},
+                {"resources": {"requests": {"cpu": "3", "memory": "10Mi"}}},
+            ],
+            overhead={"cpu": "100m"},
+        )
+    )
+    assert d.requests == {"cpu": 3600, "memory": 1024 * MiB + 100 * MiB}
+    assert d.limits == {"cpu": 2100}
+    # Guaranteed needs requests == limits for cpu and memory in every container: kubelet's rule.
+    both = {"cpu": "1", "memory": "1Gi"}
+    assert digest_pod(pod(containers=[{"resources": {"requests": both, "limits": both}}])).kube_qos == "Guaranteed"
+    assert digest_pod(pod(containers=[{"name": "c"}])).koord_qos is KoordQoSClass.BE
+
+
+def test_missing_requests_score_as_kube_schedulers_defaults() -> None:
+    # pkg/scheduler/util: a container without a cpu (memory) request counts as 100m (200Mi) when scoring.
+    d = digest_pod(pod(containers=[{"name": "a"}, {"resources": {"requests": {"cpu": "250m"}}}]))
+    assert d.resources.nonzero_requests == (NONZERO_DEFAULT_MILLI_CPU + 250, 2 * NONZERO_DEFAULT_MEMORY)
+    assert d.requests == {"cpu": 250}
+
+
+def test_pods_of_one_template_share_one_computation() -> None:
+    a, b = pod(), pod()
+    b["metadata"]["name"] = "web-1"
+    assert digest_pod(a).resources is digest_pod(b).resources
+
+
+@pytest.mark.parametrize(
+    ("breakage", "field", "reason"),
+    [
+        (lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="lots"), "", "invalid_quantity"),
+        (
+            lambda p: p["spec"]["containers"][0]["resources"]["requests"].update(cpu="-1"),
+            "spec.containers[*].resources.requests.cpu",
+            "negative_quantity",
+        ),
+        (lambda p: p["spec"].update(priority="high"), "spec.priority", "wrong_type"),
+        (lambda p: p["metadata"]["labels"].update(tier=3), "metadata.labels.tier", "wrong_type"),
+        (lambda p: p["metadata"].update(creationTimestamp="yesterday"), "metadata.creationTimestamp", "invalid_time"),
+        (lambda p: p.update(spec=[]), "spec", "wrong_type"),
+        (lambda p: p["metadata"].pop("name"), "metadata.name", "missing_field"),
+    ],
+)
+def test_a_malformed_pod_says_what_and_keeps_its_identity(breakage: Any, field: str, reason: str) -> None:
+    obj = copy.deepcopy(pod())
+    breakage(obj)
+    d = digest_pod(obj)
+    assert d.problem is not None and d.problem.reason is MalformedReason(reason) and d.problem.kind == "Pod"
+    assert d.problem.field == field or (not field and "spec.containers[0].resources.requests.cpu" in str(d.problem))
+    assert d.uid == "u-1" and d.resource_version == "17" and d.namespace == "shop"
+    assert d.requests == {} and d.priority_class is PriorityClass.NONE  # nothing else is filled
+    if reason != "missing_field":
+        assert "shop/web-0" in str(d.problem)
+
+
+def test_not_an_object_at_all() -> None:
+    d = digest_pod(["not", "a", "pod"])  # type: ignore[arg-type]
+    assert d.problem is not None and d.problem.reason is MalformedReason.WRONG_TYPE
