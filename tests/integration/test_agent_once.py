@@ -94,7 +94,10 @@ def test_once_with_short_windows_reports_percentiles() -> None:
     assert result.returncode == 0, result.stderr
     wire = yaml.safe_load(result.stdout)
     assert NodeMetric.from_wire(wire).metadata.name == "laptop"
-    p95 = digest_node_metric(wire).aggregated_usage("p95", None)
+    # The node's windows as consumers read them. podsMetric is left out: without an API server --once cannot name
+    # the pods it finds in kubepods (a real node beside this test has some), and an unnamed entry is malformed.
+    node_only = {**wire, "status": {k: v for k, v in wire["status"].items() if k != "podsMetric"}}
+    p95 = digest_node_metric(node_only).aggregated_usage("p95", None)
     assert p95 is not None and set(p95) == {"cpu", "memory"}
 
 
