@@ -45,7 +45,7 @@ import sys
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,7 @@ import numpy.typing as npt
 
 from agent import malloc
 from agent.collectors.base import SERIES_ERROR_REASONS, CollectorStats
+from agent.exposition import Families, escape_help, joined_labels
 from agent.httpd import Handler, HTTPServer, Response
 from agent.report import Aggregates, PodIdentity, wants_window_quantiles
 from agent.series import BlockLayout, Kind, Sample, SampleBlock, SeriesKey
@@ -129,56 +130,6 @@ def _window_names(metric: str, pod: bool) -> tuple[str, str]:
     return metric_name(f"{base}_window"), metric_name(f"{base}_window_avg")
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _joined(labels: Sequence[tuple[str, str]]) -> str:
-    """Labels as exposition text, without the braces: `k="v",k="v"`."""
-    return ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
-
-
-@dataclass
-class Family:
-    name: str
-    type: str  # counter, gauge, summary
-    help: str
-    lines: list[str] = field(default_factory=list)
-
-    def add(self, labels: Sequence[tuple[str, str]], value: float, name: str | None = None) -> None:
-        if not math.isfinite(value):
-            return
-        text = _joined(labels)
-        self.lines.append(
-            f"{name or self.name}{{{text}}} {float(value)!r}" if text else f"{name or self.name} {float(value)!r}"
-        )
-
-
-class Families:
-    def __init__(self) -> None:
-        self._by_name: dict[str, Family] = {}
-
-    def get(self, name: str, type_: str, help_text: str) -> Family:
-        family = self._by_name.get(name)
-        if family is None:
-            family = self._by_name[name] = Family(name, type_, help_text)
-        return family
-
-    def render(self) -> str:
-        out: list[str] = []
-        for family in self._by_name.values():
-            if not family.lines:
-                continue
-            out.append(f"# HELP {family.name} {_escape_help(family.help)}")
-            out.append(f"# TYPE {family.name} {family.type}")
-            out.extend(family.lines)
-        return "\n".join(out) + "\n" if out else ""
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
 # ------------------------------------------------------------------------------------------------ bulk
 @dataclass(frozen=True)
 class ExportInput:
@@ -209,7 +160,7 @@ def _label_text(key: SeriesKey, node: str, pod: Identity, *, container: bool) ->
             labels.append(("container", key.container))
     if key.device:
         labels.append(("device", key.device))
-    return _joined(labels)
+    return joined_labels(labels)
 
 
 def render_series(inputs: Iterable[ExportInput]) -> bytes:
@@ -393,7 +344,7 @@ class WindowText:
                 for name, (type_, help_text, text) in held[2].items():
                     parts = families.get(name)
                     if parts is None:
-                        header = f"# HELP {name} {_escape_help(help_text)}\n# TYPE {name} {type_}\n"
+                        header = f"# HELP {name} {escape_help(help_text)}\n# TYPE {name} {type_}\n"
                         parts = families[name] = [header.encode()]
                     parts.append(text)
         self._plans, self._windows = plans, windows  # what this render did not use is gone

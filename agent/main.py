@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import enum
 import logging
 import os
 import sys
 import typing
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ from agent import malloc
 from agent.collectors.files import COMPILED_READER
 from agent.collectors.registry import build_collectors
 from agent.config import FLAG_ALIASES, RENAMED, AgentSettings, flag_name, load
-from agent.exporter import AgentTimings, Exporter, WindowText, render_self, render_timed
-from agent.loops import SamplingLoop, every, spawn, until_signalled
+from agent.loops import until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, collector_context, local_node_name
 from agent.podwatch import CgroupPodDiscovery, LocalPods, PodWatch
+from agent.process import AgentProcess
 from agent.report import NodeReporter
 from agent.sampler import Sampler
 from common.api.constants import SLO_API_VERSION
@@ -48,24 +47,21 @@ from common.logging import setup_logging
 log = logging.getLogger("loadline.agent")
 
 
-class NodeAgent:
+class NodeAgent(AgentProcess):
     """The daemon for one node (one `NodePipeline`); usable in-process (tests) through `start()` / `stop()`."""
 
     def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None, standalone: bool = False) -> None:
         if settings.node_name is None and not standalone:
             raise ValueError("the agent needs a node name")
-        self.settings = settings
+        super().__init__(settings, http)
         self.standalone = standalone  # no API server: pods from cgroups (and the kubelet), nothing published
         self.node_name: str = settings.node_name or local_node_name()
-        self.http = http
-        self._own_http = http is None
-        self.timings = AgentTimings()
-        self.window_text = WindowText()  # the window series, rendered again per window as its statistics change
-        self.tasks: list[asyncio.Task[None]] = []
-        self.exporter: Exporter | None = None
         self.cache: NodeMetricCache | None = None
         self.qos: QoSEnforcer | None = None
         self.pipeline: NodePipeline | None = None
+
+    def exported(self) -> list[tuple[NodePipeline, str]]:
+        return [(self.pipeline, "")] if self.pipeline is not None else []
 
     @property
     def sampler(self) -> Sampler:
@@ -103,7 +99,6 @@ class NodeAgent:
             pods = self.podwatch = PodWatch(http, self.node_name, max_backoff_seconds=s.retry_max_seconds)
         collectors = build_collectors(collector_context(s, pods.pods), s.collectors)
         pipeline = self.pipeline = NodePipeline.from_settings(self.node_name, collectors, s, pods.infos)
-        self.loop = SamplingLoop(lambda: [pipeline.sampler], s.collect_interval_seconds)
         if s.publish and http is not None:
             from agent.publisher import NodeMetricCache
 
@@ -147,32 +142,21 @@ class NodeAgent:
             ",".join(c.name for c in collectors),
             "by the C reader" if COMPILED_READER else "in Python (agent/collectors/_cgread.c was not built)",
         )
-        if s.metrics_enabled:
-            self.exporter = Exporter(
-                s.bind_address or ("127.0.0.1" if self.standalone else "0.0.0.0"),
-                s.port,
-                live=self._self_metrics,
-                health=self._healthy,
-                ready=self._ready,
-                raw=pipeline.render_raw,
-                read_on_scrape=pipeline.read_on_scrape,
-                status=self._status_view,
-            )
-            await self.exporter.start()
-        self._spawn(self.loop.run(), "sampling")
-        self._spawn(pods.run(), "pod watch" if http is not None else "local pods")
-        first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
-        self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
+        await self.start_exporter(
+            "127.0.0.1" if self.standalone else "0.0.0.0",
+            raw=self.render_raw,
+            read_on_scrape=pipeline.read_on_scrape,
+            status=self._status_view,
+        )
+        self.spawn_loops()
+        self.spawn(pods.run(), "pod watch" if http is not None else "local pods")
         if self.cache is not None and pipeline.publisher is not None:
-            self._spawn(self.cache.run(), "nodemetric watch")
-            self._spawn(pipeline.publisher.run(), "publisher")
+            self.spawn(self.cache.run(), "nodemetric watch")
+            self.spawn(pipeline.publisher.run(), "publisher")
         if self.qos is not None:
-            self._spawn(self.qos.run(), "qos enforcement")
+            self.spawn(self.qos.run(), "qos enforcement")
         if pipeline.prediction is not None:
-            self._spawn(pipeline.prediction.run(lambda: pipeline.sampler.ring), "peak prediction")
-
-    def _spawn(self, coro: Awaitable[None], name: str) -> None:
-        spawn(self.tasks, coro, name)
+            self.spawn(pipeline.prediction.run(lambda: pipeline.sampler.ring), "peak prediction")
 
     async def _status_view(self) -> dict[str, Any]:
         assert self.pipeline is not None
@@ -184,46 +168,11 @@ class NodeAgent:
             "status": status,
         }
 
-    async def refresh_export(self) -> None:
-        assert self.pipeline is not None
-        agg = self.pipeline.aggregate()
-        self.timings.aggregation_seconds = agg.duration_seconds
-        if self.exporter is None:
-            return
-        inp = self.pipeline.export_input(agg)
-        self.exporter.update(await asyncio.to_thread(render_timed, self.window_text, [inp], self.timings))
-        malloc.trim()
-
-    def _self_metrics(self) -> str:
-        assert self.pipeline is not None
-        return render_self([self.pipeline.self_state()], self.timings, "node", per_node=True)
-
-    def _healthy(self) -> tuple[bool, str]:
-        for task in self.tasks:
-            if task.done() and not task.cancelled():
-                return False, f"task {task.get_name()} stopped"
-        return self.loop.healthy()
-
-    def _ready(self) -> tuple[bool, str]:
-        if self.timings.renders == 0:
-            return False, "no aggregation yet"
-        return True, "ok"
-
-    async def stop(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        for task in self.tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self.tasks.clear()
-        if self.exporter is not None:
-            await self.exporter.stop()
+    def release(self) -> None:
         if self.pipeline is not None:
             self.pipeline.close()
         if self.standalone and self.pipeline is not None:  # the cgroup tree's inotify descriptor
             self.local_pods.discovery.close()
-        if self._own_http and self.http is not None:
-            await self.http.close()
 
 
 async def run_daemon(settings: AgentSettings, *, standalone: bool = False) -> int:

@@ -15,12 +15,12 @@ from typing import IO
 
 from agent.collectors.registry import build_collectors
 from agent.config import AgentSettings
-from agent.humanize import human_bytes, human_cores
 from agent.pipeline import NodePipeline, collector_context, local_node_name
 from agent.podwatch import CgroupPodDiscovery
 from agent.series import NODE_CPU_CAPACITY_CORES, NODE_MEMORY_TOTAL_BYTES, SeriesKey
 from common.api.nodemetric import AGGREGATION_TYPES, NodeMetric, NodeMetricStatus, ResourceMap
 from common.api.wire import GoDuration, ObjectMeta
+from common.humanize import human_bytes, human_cores
 
 DEFAULT_WINDOWS = AgentSettings.model_fields["aggregate_windows"].get_default(call_default_factory=True)
 

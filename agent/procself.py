@@ -14,7 +14,7 @@ import gc
 import os
 import platform
 
-from agent.exporter import Families
+from agent.exposition import Families
 
 _TICKS = float(os.sysconf("SC_CLK_TCK"))
 _PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -1,4 +1,5 @@
-"""The NodeMetric status built from the store, the way koordlet builds it (reference koordinator.md §3.4).
+"""The NodeMetric status built from the store, the way koordlet builds it (koordinator
+pkg/koordlet/statesinformer/impl/states_nodemetric.go).
 
 - `nodeUsage`: average over `aggregateDurationSeconds` of node CPU and of the node memory series that
   `nodeMemoryCollectPolicy` names (`usageWithoutPageCache`: MemTotal - MemAvailable; `usageWithPageCache`:

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,10 +39,10 @@ from typing import Any
 
 from agent.collectors.simulated import SimulatedNodeCollector, SimulationParams, node_capacity
 from agent.config import AgentSettings
-from agent.exporter import AgentTimings, Exporter, WindowText, render_self, render_timed
-from agent.loops import SamplingLoop, every, log_crash, spawn, until_signalled
+from agent.loops import log_crash, until_signalled
 from agent.pipeline import USER_AGENT, NodePipeline, base_policy
 from agent.podwatch import PODS_PATH, PodIndex
+from agent.process import AgentProcess
 from agent.publisher import NodeMetricCache
 from common.api.poddigest import KIND as POD
 from common.kube.http import JSON, KubeHTTP
@@ -73,28 +72,24 @@ class SimulatedNode:
     task: asyncio.Task[None] | None = None
 
 
-class Simulation:
+class Simulation(AgentProcess):
     """Every selected node of the cluster, simulated in this process."""
 
+    scope = "simulate"
+
     def __init__(self, settings: AgentSettings, *, http: KubeHTTP | None = None) -> None:
-        self.settings = settings
-        self.http = http
-        self._own_http = http is None
+        super().__init__(settings, http)
         self.params = SimulationParams.from_settings(settings)
         self.nodes: dict[str, SimulatedNode] = {}
         self.pods = PodIndex(MalformedObjects((POD,)))
-        self.timings = AgentTimings()
-        self.window_text = WindowText()
-        self.tasks: list[asyncio.Task[None]] = []
-        self.exporter: Exporter | None = None
         self.cache: NodeMetricCache | None = None
         seed = settings.simulate_seed
         self._random = random.Random(seed)
         self._seed = seed
-        self.loop = SamplingLoop(
-            lambda: [n.pipeline.sampler for n in self.nodes.values()], settings.collect_interval_seconds
-        )
         self._summary: asyncio.TimerHandle | None = None
+
+    def exported(self) -> list[tuple[NodePipeline, str]]:
+        return [(state.pipeline, state.name) for state in list(self.nodes.values())]
 
     # -- nodes ---------------------------------------------------------------------------------------------
     def _on_node(self, kind: str, obj: JSON, old: JSON | None) -> None:
@@ -155,34 +150,6 @@ class Simulation:
         pods = sum(len(self.pods.refs(n)) for n in self.nodes)
         log.info("simulating %d nodes with %d pods", len(self.nodes), pods)
 
-    # -- export --------------------------------------------------------------------------------------------
-    async def refresh_export(self) -> None:
-        started = time.perf_counter()
-        now = time.monotonic()
-        inputs = [
-            state.pipeline.export_input(state.pipeline.aggregate(now), node_label=state.name)
-            for state in list(self.nodes.values())
-        ]
-        self.timings.aggregation_seconds = time.perf_counter() - started
-        if self.exporter is not None:
-            self.exporter.update(await asyncio.to_thread(render_timed, self.window_text, inputs, self.timings))
-
-    def _render_raw(self) -> bytes:
-        return b"".join(state.pipeline.render_raw(node_label=state.name) for state in list(self.nodes.values()))
-
-    def _self_metrics(self) -> str:
-        states = [n.pipeline.self_state() for n in self.nodes.values()]
-        return render_self(states, self.timings, "simulate", per_node=True)
-
-    def _healthy(self) -> tuple[bool, str]:
-        for task in self.tasks:
-            if task.done() and not task.cancelled():
-                return False, f"task {task.get_name()} stopped"
-        return self.loop.healthy()
-
-    def _ready(self) -> tuple[bool, str]:
-        return (True, "ok") if self.timings.renders else (False, "no aggregation yet")
-
     # -- lifecycle -----------------------------------------------------------------------------------------
     async def start(self) -> None:
         s = self.settings
@@ -203,16 +170,7 @@ class Simulation:
             http, PODS_PATH, name="pods", field_selector="spec.nodeName!=", max_backoff_seconds=s.retry_max_seconds
         )
         self.pod_reflector.add_handler(self.pods.handle)
-        if s.metrics_enabled:
-            self.exporter = Exporter(
-                s.bind_address or "0.0.0.0",
-                s.port,
-                live=self._self_metrics,
-                health=self._healthy,
-                ready=self._ready,
-                raw=self._render_raw,
-            )
-            await self.exporter.start()
+        await self.start_exporter("0.0.0.0", raw=self.render_raw)
         log.info(
             "simulating nodes matching selector %r with annotation %r: collect every %gs, %s",
             s.simulate_node_selector,
@@ -221,35 +179,23 @@ class Simulation:
             base_policy(s).describe(),
         )
         if self.cache is not None:
-            self._spawn(self.cache.run(), "nodemetric watch")
+            self.spawn(self.cache.run(), "nodemetric watch")
             # Spec policies of existing NodeMetrics should be known before the first publish.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.cache.reflector.synced.wait(), 10)
-        self._spawn(self.pod_reflector.run(), "pod watch")
+        self.spawn(self.pod_reflector.run(), "pod watch")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.pod_reflector.synced.wait(), 10)
-        self._spawn(self.node_reflector.run(), "node watch")
-        self._spawn(self.loop.run(), "sampling")
-        first = min(2 * s.collect_interval_seconds + 0.05, s.aggregation_interval_seconds)
-        self._spawn(every(lambda: s.aggregation_interval_seconds, self.refresh_export, first), "aggregation")
+        self.spawn(self.node_reflector.run(), "node watch")
+        self.spawn_loops()
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        spawn(self.tasks, coro, name)
+    def other_tasks(self) -> list[asyncio.Task[None]]:
+        return [n.task for n in self.nodes.values() if n.task is not None]  # the nodes' publishers
 
     async def stop(self) -> None:
         if self._summary is not None:
             self._summary.cancel()
-        tasks = [*self.tasks, *(n.task for n in self.nodes.values() if n.task is not None)]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self.tasks.clear()
-        if self.exporter is not None:
-            await self.exporter.stop()
-        if self._own_http and self.http is not None:
-            await self.http.close()
+        await super().stop()
 
 
 async def run_simulation(settings: AgentSettings) -> int:

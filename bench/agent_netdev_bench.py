@@ -35,9 +35,9 @@ from agent.collectors.files import PseudoFileReader
 from agent.collectors.gpu import GpuCollector
 from agent.collectors.infiniband import InfinibandCollector
 from agent.collectors.netdev import NetdevCollector, netlink_links, parse_proc_net_dev, sysfs_links
-from tests.unit.agent.test_gpu_collector import WALL, FakeGpu, FakeNvml, v2_cgroup_cgroupfs, write_process
-from tests.unit.agent.test_infiniband_collector import write_hca, write_port
-from tests.unit.agent.test_netdev_collector import HEADER, line
+from tests.fakes.gpu import WALL, FakeGpu, FakeNvml, v2_cgroup_cgroupfs, write_process
+from tests.fakes.infiniband import write_hca, write_port
+from tests.fakes.netdev import HEADER, line
 
 INVENTORY_SECONDS = 30.0
 

@@ -67,7 +67,7 @@ from agent.config import AgentSettings
 from agent.report import wants_window_quantiles
 from agent.sampler import Sampler
 from agent.store import SampleRing, build_report
-from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
+from tests.fakes.cgroup_trees import FakeCgroupTree, make_pod
 
 WINDOWS = (300.0, 600.0, 1800.0)
 FULL_RING_SECONDS = 1890  # the agent's ring holds the longest window + 5 %: every window full and warm after it

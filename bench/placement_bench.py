@@ -65,7 +65,6 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +74,7 @@ import numpy as np
 
 from bench import placement_components as components
 from bench.placement_components import HOT_PERCENT
+from common.api.wire import format_time, parse_rfc3339
 from common.kube.http import KubeError, KubeHTTP, resource_path
 from common.kube.reflector import Reflector
 from tests.harness.controlplane import ControlPlane, fake_node
@@ -89,10 +89,6 @@ REAL_MEMORY = "loadline.bench/real-memory"
 NM_PATH = resource_path("slo.koordinator.sh", "v1alpha1", "nodemetrics")
 GI = 2**30
 SYSTEM_MEMORY = 4 * GI
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --------------------------------------------------------------------------- workload
@@ -213,7 +209,7 @@ class Agent:
 
     async def tick(self) -> None:
         cpu, memory, pods = self.usage()
-        now = rfc3339(time.time())
+        now = format_time(time.time())
         sem = asyncio.Semaphore(32)
 
         async def write(node: str) -> None:
@@ -253,7 +249,7 @@ class Agent:
 
 async def reset_node_metrics(http: KubeHTTP, nodes: list[str], system: dict[str, int], interval: float) -> None:
     """Every node's NodeMetric at its system load only (the state before each run)."""
-    now = rfc3339(time.time())
+    now = format_time(time.time())
     for node in nodes:
         body: dict[str, Any] = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
                                 "metadata": {"name": node},
@@ -428,8 +424,8 @@ def placement(obj: dict[str, Any], started: float) -> dict[str, Any]:
     spec, meta = obj.get("spec") or {}, obj["metadata"]
     scheduled = next((c.get("lastTransitionTime") for c in (obj.get("status") or {}).get("conditions") or []
                       if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
-    when = datetime.fromisoformat(scheduled.replace("Z", "+00:00")).timestamp() - started if scheduled else None
-    created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp() - started
+    when = parse_rfc3339(scheduled).timestamp() - started if scheduled else None
+    created = parse_rfc3339(meta["creationTimestamp"]).timestamp() - started
     return {"node": spec.get("nodeName"), "owner": owner_of(obj),
             "request": spec["containers"][0]["resources"]["requests"]["cpu"],
             "real": meta["annotations"][REAL_CPU], "created_at": created, "bound_at": when}  # fmt: skip

@@ -29,12 +29,12 @@ import statistics
 import sys
 import time
 import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common.api.wire import format_time
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
@@ -50,10 +50,6 @@ CONFIG = {"profiles": [{"schedulerName": "loadline-scheduler",
                         "plugins": {"multiPoint": {"enabled": [{"name": "DefaultPreemption"}]}}}]}
 
 
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def make_node(i: int) -> dict[str, Any]:
     allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     return {"metadata": {"name": f"node-{i:05d}"}, "spec": {},
@@ -65,15 +61,15 @@ def make_pod(name: str, node: str, cpu_milli: int, priority: int, started: float
         "metadata": {"name": name, "namespace": "bench", "uid": name},
         "spec": {"schedulerName": "loadline-scheduler", "nodeName": node, "priority": priority,
                  "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu_milli}m", "memory": "2Gi"}}}]},
-        "status": {"phase": "Running", "startTime": rfc3339(started),
-                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(started)}]},
+        "status": {"phase": "Running", "startTime": (at := format_time(started)),
+                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]},
     }
 
 
 def make_metric(node: str, rng: random.Random) -> dict[str, Any]:
     return {"metadata": {"name": node},
             "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
-            "status": {"updateTime": rfc3339(START),
+            "status": {"updateTime": format_time(START),
                        "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{rng.randint(4, 12)}", "memory": "40Gi"}}},
                        "podsMetric": []}}
 

@@ -52,11 +52,11 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common.api.wire import format_time, parse_rfc3339
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
@@ -74,14 +74,6 @@ KUBE = "kube-scheduler"
 LOADLINE = "loadline"
 SCHEDULER_NAMES = {KUBE: "default-scheduler", LOADLINE: "loadline-scheduler"}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -144,7 +136,7 @@ def metric_status(cpu_milli: int, memory: int) -> JSON:
     resources = {"cpu": f"{cpu_milli}m", "memory": str(memory)}
     peak = {"cpu": f"{int(cpu_milli * 1.1)}m", "memory": str(memory)}
     return {
-        "updateTime": rfc3339(time.time()),
+        "updateTime": format_time(time.time()),
         "nodeMetric": {
             "nodeUsage": {"resources": resources},
             "aggregatedNodeUsages": [{"duration": "5m0s", "usage": {
@@ -431,7 +423,8 @@ async def run_phase(
             None,
         )
         if cond and meta.get("creationTimestamp") and cond.get("lastTransitionTime"):
-            server.append(parse_time(cond["lastTransitionTime"]) - parse_time(meta["creationTimestamp"]))
+            scheduled_at = parse_rfc3339(cond["lastTransitionTime"])
+            server.append((scheduled_at - parse_rfc3339(meta["creationTimestamp"])).total_seconds())
     result = PhaseResult(
         scheduler=which,
         pods=len(objects),

@@ -33,12 +33,12 @@ import random
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from common.api.wire import format_time
 from scheduler_plugin.framework.binder import InMemoryBinder
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -51,10 +51,6 @@ TARGETS = {1000: 2000.0, 5000: 680.0}
 START = 1_700_000_000.0
 ZONES = ("zone-a", "zone-b", "zone-c")
 TYPES = ("m5.8xlarge", "c5.9xlarge", "r5.8xlarge")
-
-
-def rfc3339(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def make_node(i: int, rng: random.Random) -> dict[str, Any]:
@@ -85,7 +81,7 @@ def make_pod(name: str, rng: random.Random, node_name: str | None = None, fancy:
     if fancy and rng.random() < 0.1:
         spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
     return {
-        "metadata": {"name": name, "namespace": "bench", "uid": name, "creationTimestamp": rfc3339(START - 3600)},
+        "metadata": {"name": name, "namespace": "bench", "uid": name, "creationTimestamp": format_time(START - 3600)},
         "spec": spec,
         # The API server fills in status.qosClass; requests without limits make a Burstable pod.
         "status": {"phase": "Running" if node_name else "Pending", "qosClass": "Burstable"},
@@ -99,7 +95,7 @@ def make_metric(name: str, rng: random.Random, pods: list[str]) -> dict[str, Any
         "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": name},
         "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
         "status": {
-            "updateTime": rfc3339(START - 5),
+            "updateTime": format_time(START - 5),
             "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": memory}}},
             "podsMetric": [{"namespace": "bench", "name": p, "priority": "koord-prod",
                             "podUsage": {"resources": {"cpu": "80m", "memory": "100Mi"}}} for p in pods],

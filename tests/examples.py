@@ -1,6 +1,6 @@
 """API objects in the exact shapes Koordinator and scheduler-plugins store (shared by unit and integration tests)."""
 
-# reference/koordinator.md §1, as stored (its elided aggregatedSystemUsages filled with the same shape)
+# A NodeMetric as koordlet v1.8.0 stores it (koordinator apis/slo/v1alpha1/nodemetric_types.go; main-only fields too)
 KOORDINATOR_NODEMETRIC = """
 apiVersion: slo.koordinator.sh/v1alpha1
 kind: NodeMetric

@@ -10,7 +10,7 @@ Builders emit wire dicts and do not validate, so a test can build a malformed ob
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Self
 
 from common.api.constants import SLO_API_VERSION
@@ -22,9 +22,7 @@ Obj = dict[str, Any]
 
 def rfc3339(when: float | datetime | None = None) -> str:
     """metav1.Time's wire text for an epoch (or an aware datetime); now when omitted."""
-    if when is None:
-        when = time.time()
-    return format_time(when if isinstance(when, datetime) else datetime.fromtimestamp(when, UTC))
+    return format_time(time.time() if when is None else when)
 
 
 def resources(cpu: str | None = None, memory: str | None = None, **other: str) -> Obj:

@@ -1,7 +1,7 @@
 """Where kubelet put the pods: cgroup version, driver, and the path of every pod and container cgroup.
 
-kubelet's abstract hierarchy is `kubepods/<qos>/pod<uid>/<container>`; the driver spells it (reference
-node-metrics §1.1, koordlet `cgroup_driver.go`):
+kubelet's abstract hierarchy is `kubepods/<qos>/pod<uid>/<container>`; the driver spells it (koordinator
+`pkg/koordlet/util/system/cgroup_driver.go`):
 
 - Guaranteed: systemd `kubepods.slice/kubepods-pod<uid_>.slice/<scope>`, cgroupfs `kubepods/pod<uid>/<id>`
 - Burstable: systemd `kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid_>.slice/<scope>`,

@@ -1,4 +1,5 @@
-"""The agent's enforcement of its node's NodeSLO on best-effort pods (reference §3.5).
+"""The agent's enforcement of its node's NodeSLO on best-effort pods (koordlet's, koordinator
+pkg/koordlet/qosmanager/plugins/{cpusuppress,cpuevict,memoryevict}).
 
     enforcer = QoSEnforcer(node_name, http, cgroup_root, lambda: usage_from_sampler(sampler),
                            cgroup_parent=..., pods=...)  # pods: the agent's own pod watch, optional

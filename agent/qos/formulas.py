@@ -1,4 +1,4 @@
-"""BE CPU suppress arithmetic (reference §3.5, koordlet `qosmanager/plugins/cpusuppress`).
+"""BE CPU suppress arithmetic (koordinator `pkg/koordlet/qosmanager/plugins/cpusuppress`).
 
     suppress(BE) = capacity * cpuSuppressThresholdPercent / 100
                    - Σ usage of non-BE pods - Σ usage of non-BE host applications

@@ -1,4 +1,4 @@
-"""BE memory eviction arithmetic (reference §3.5, koordlet `qosmanager/plugins/memoryevict`).
+"""BE memory eviction arithmetic (koordinator `pkg/koordlet/qosmanager/plugins/memoryevict`).
 
 When node memory usage reaches `memoryEvictThresholdPercent`, best-effort pods are evicted,
 lowest priority first and within a priority the biggest first, until the memory they use adds

@@ -1,7 +1,7 @@
 """The latest usage the QoS enforcer acts on, and how to read it from the agent's sample ring.
 
-koordlet's suppress and evict strategies use the *last* sample (reference §3.5), not window
-averages: they must react within a collect interval or two.
+koordlet's suppress and evict strategies (koordinator pkg/koordlet/qosmanager/plugins/) use the *last* sample,
+not window averages: they must react within a collect interval or two.
 """
 
 from __future__ import annotations

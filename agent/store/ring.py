@@ -1,7 +1,7 @@
 """Fixed-size ring buffers of samples: one float32 row per series, one column per collect cycle.
 
 Layout (series, slots), C-contiguous, so one series' history is contiguous and the per-window sort in
-`aggregate` runs along rows (several times faster than the transposed layout, reference §5.4). A shared
+`aggregate` runs along rows (several times faster than the transposed layout). A shared
 float64 ring holds the monotonic time of every column. Missing samples are NaN.
 
 Memory is bounded: rows of series not written for `retention` seconds (the longest aggregation window, so

@@ -16,7 +16,10 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from common.api.quantity import NegativeQuantityError, QuantityError, QuantityRangeError
-from common.api.wire import InvalidTimeError
+
+
+class InvalidTimeError(ValueError):
+    """Text that is not an RFC 3339 time (`common/api/wire.py` parses times)."""
 
 
 class MalformedReason(enum.StrEnum):

@@ -9,19 +9,77 @@ only `node_name` is meaningful.
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error
-from common.api.nodemetric import DEFAULT_REPORT_INTERVAL_SECONDS, NodeMetric, NodeMetricStatus, ResourceMap
+from common.api.nodemetric import (
+    DEFAULT_REPORT_INTERVAL_SECONDS,
+    MAX_CLOCK_SKEW_SECONDS,
+    NodeMetric,
+    NodeMetricStatus,
+    ResourceMap,
+)
 from common.api.pod import scalar
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 KIND = "NodeMetric"
 
 Usage = dict[str, int]
+
+
+class Staleness(enum.StrEnum):
+    """Why a NodeMetric's report is too old to act on (`report_staleness`)."""
+
+    NEVER_UPDATED = "never updated"  # no (finite) status.updateTime
+    TOO_OLD = "too old"
+    FROM_THE_FUTURE = "from the future"  # more than MAX_CLOCK_SKEW_SECONDS ahead of the reader's clock
+
+
+def report_staleness(
+    update_time: float | None, now: float, max_age_seconds: float, *, stale_at_limit: bool = True
+) -> Staleness | None:
+    """The one rule for "the report is too old": None while a NodeMetric updated at ``update_time``
+    (epoch seconds) may still be acted on at ``now``.
+
+    Koordinator's: no updateTime, or an age ≥ the limit (the scheduler's and descheduler's LoadAware,
+    pkg/scheduler/plugins/loadaware/helper.go and pkg/descheduler/framework/plugins/loadaware/
+    utilization_util.go isNodeMetricExpired); the slo-controller degrades only once the age is past
+    the limit (``stale_at_limit=False``: pkg/slo-controller/noderesource/plugins/batchresource/plugin.go,
+    ``now.After(updateTime + degradeTime)``). Ours on top: a report more than MAX_CLOCK_SKEW_SECONDS
+    in the future, which would otherwise stay fresh however long its agent has been dead.
+    """
+    if update_time is None or not math.isfinite(update_time):
+        return Staleness.NEVER_UPDATED
+    age = now - update_time
+    if age < -MAX_CLOCK_SKEW_SECONDS:
+        return Staleness.FROM_THE_FUTURE
+    if age > max_age_seconds or (stale_at_limit and age == max_age_seconds):
+        return Staleness.TOO_OLD
+    return None
+
+
+def stale_reports(
+    update_times: npt.NDArray[np.float64], now: float, max_age_seconds: float
+) -> npt.NDArray[np.bool_]:
+    """``report_staleness(t, now, max_age_seconds) is not None`` for many reports at once (a scheduling
+    cycle checks every feasible node); a time that is not finite (NaN, −inf) was never reported."""
+    import numpy as np
+
+    age = now - update_times
+    with np.errstate(invalid="ignore"):
+        stale: npt.NDArray[np.bool_] = (
+            ~np.isfinite(update_times) | (age >= max_age_seconds) | (age < -MAX_CLOCK_SKEW_SECONDS)
+        )
+    return stale
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,25 +127,25 @@ class NodeMetricDigest:
     problem: MalformedObjectError | None = None  # set: the object is unusable, nothing else is filled
 
     def aggregated_usage(self, aggregation: str, window_seconds: float | None) -> Usage | None:
-        """Koordinator's getTargetAggregatedUsage.
+        """Koordinator's getTargetAggregatedUsage (pkg/scheduler/plugins/loadaware/pod_assign_cache.go),
+        the one reading of `aggregatedNodeUsages` (scheduler, `loadline top`).
 
-        No aggregated windows at all: None (the caller falls back to estimates).
-        No window asked (None or 0): the longest window with data for that type, else nodeUsage.
-        A given window: that window's data, else None.
+        A given window: that window's data for the type, else None (the caller falls back to estimates).
+        No window asked (None or 0): the longest window with data for the type, else nodeUsage, even
+        when there are no aggregated windows at all (Koordinator's lookup misses, then downgrades to
+        nodeUsage); None when the report has no nodeUsage either.
         """
-        if not self.aggregated:
-            return None
-        if not window_seconds:
-            best: tuple[float, Usage] | None = None
+        if window_seconds:
             for seconds, by_type in self.aggregated:
-                usage = by_type.get(aggregation)
-                if usage and (best is None or seconds > best[0]):
-                    best = (seconds, usage)
-            return best[1] if best else self.node_usage
+                if seconds == window_seconds and by_type.get(aggregation):
+                    return by_type[aggregation]
+            return None
+        best: tuple[float, Usage] | None = None
         for seconds, by_type in self.aggregated:
-            if seconds == window_seconds and by_type.get(aggregation):
-                return by_type[aggregation]
-        return None
+            usage = by_type.get(aggregation)
+            if usage and (best is None or seconds > best[0]):
+                best = (seconds, usage)
+        return best[1] if best else self.node_usage
 
 
 def _usage(resource_map: ResourceMap | None) -> Usage | None:

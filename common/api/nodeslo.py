@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, field_validator
 
 from common.api.constants import SLO_API_VERSION
-from common.api.wire import KubeModel, ObjectMeta
+from common.api.nodemetric import PRIORITY_CLASSES, QOS_CLASSES
+from common.api.wire import CRD, INT32, PERCENT, KubeModel, ObjectMeta
 
 
 class CPUSuppressPolicy(enum.StrEnum):
@@ -24,29 +25,71 @@ class CPUEvictPolicy(enum.StrEnum):
 class ResourceThresholdStrategy(KubeModel):
     """`spec.resourceUsedThresholdWithBE`. Unset fields mean Koordinator's defaults (see `koordinator_defaults`)."""
 
-    enable: bool | None = None
-    cpu_suppress_threshold_percent: int | None = None
-    cpu_suppress_min_percent: int | None = None
-    cpu_suppress_policy: CPUSuppressPolicy | None = None
-    memory_evict_threshold_percent: int | None = None
-    memory_evict_lower_percent: int | None = None
-    memory_allocatable_evict_threshold_percent: int | None = None
-    memory_allocatable_evict_lower_percent: int | None = None
+    # Descriptions and bounds are the CRD's (common/api/crdgen/from_model.py generates it from here). No enum on
+    # the policies, as in Koordinator's CRD: a NodeSLO it writes with another policy must not be rejected.
+    enable: bool | None = Field(
+        default=None, description="Master switch of the BE suppress/evict strategies (default false)."
+    )
+    cpu_suppress_threshold_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Node CPU usage cap in % of capacity for BE suppression (65)."
+    )
+    cpu_suppress_min_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Floor of the BE CPU suppression in % of capacity."
+    )
+    cpu_suppress_policy: CPUSuppressPolicy | None = Field(
+        default=None, description="How BE CPU is suppressed: cpuset (default) or cfsQuota."
+    )
+    memory_evict_threshold_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Node memory usage % that triggers BE eviction (70)."
+    )
+    memory_evict_lower_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Evict until memory usage % is below this (threshold - 2)."
+    )
+    memory_allocatable_evict_threshold_percent: int | None = Field(
+        default=None, description="Memory request % of allocatable that triggers eviction."
+    )
+    memory_allocatable_evict_lower_percent: int | None = Field(
+        default=None, description="Evict until memory request % of allocatable is below this."
+    )
     cpu_evict_be_satisfaction_upper_percent: int | None = Field(
-        default=None, alias="cpuEvictBESatisfactionUpperPercent"
+        default=None,
+        alias="cpuEvictBESatisfactionUpperPercent",
+        description="Stop evicting when BE real CPU limit / request exceeds this %.",
     )
     cpu_evict_be_satisfaction_lower_percent: int | None = Field(
-        default=None, alias="cpuEvictBESatisfactionLowerPercent"
+        default=None,
+        alias="cpuEvictBESatisfactionLowerPercent",
+        description="Start evicting when BE real CPU limit / request is below this %.",
     )
-    cpu_evict_be_usage_threshold_percent: int | None = Field(default=None, alias="cpuEvictBEUsageThresholdPercent")
-    cpu_evict_time_window_seconds: int | None = None
-    cpu_evict_threshold_percent: int | None = None
-    cpu_evict_lower_percent: int | None = None
-    cpu_allocatable_evict_threshold_percent: int | None = None
-    cpu_allocatable_evict_lower_percent: int | None = None
-    cpu_evict_policy: CPUEvictPolicy | None = None
-    evict_enabled_priority_threshold: int | None = None
-    allocatable_evict_priority_threshold: int | None = None
+    cpu_evict_be_usage_threshold_percent: int | None = Field(
+        default=None,
+        alias="cpuEvictBEUsageThresholdPercent",
+        description="BE CPU usage % of its real limit needed before evicting (90).",
+    )
+    cpu_evict_time_window_seconds: int | None = Field(
+        default=None, description="Averaging window in seconds for CPU eviction."
+    )
+    cpu_evict_threshold_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Node CPU usage % that triggers CPU eviction."
+    )
+    cpu_evict_lower_percent: Annotated[int | None, PERCENT] = Field(
+        default=None, description="Evict until node CPU usage % is below this (threshold - 2)."
+    )
+    cpu_allocatable_evict_threshold_percent: int | None = Field(
+        default=None, description="CPU request % of allocatable that triggers eviction."
+    )
+    cpu_allocatable_evict_lower_percent: int | None = Field(
+        default=None, description="Evict until CPU request % of allocatable is below this."
+    )
+    cpu_evict_policy: CPUEvictPolicy | None = Field(
+        default=None, description="Policy of BE CPU eviction: evictByRealLimit (default) or evictByAllocatable."
+    )
+    evict_enabled_priority_threshold: Annotated[int | None, INT32] = Field(
+        default=None, description="Highest pod priority evictable by CPU/memory eviction."
+    )
+    allocatable_evict_priority_threshold: Annotated[int | None, INT32] = Field(
+        default=None, description="Highest pod priority evictable by allocatable eviction."
+    )
 
     @field_validator("cpu_suppress_policy", "cpu_evict_policy", mode="before")
     @classmethod
@@ -82,16 +125,23 @@ class ResourceThresholdStrategy(KubeModel):
 
 
 class CgroupPath(KubeModel):
-    base: str | None = None
-    parent_dir: str | None = None
-    relative_path: str | None = None
+    base: str | None = Field(
+        default=None, description="Cgroup base: CgroupRoot, Kubepods, KubepodsBurstable or KubepodsBesteffort."
+    )
+    parent_dir: str | None = Field(default=None, description="Parent directory under the base.")
+    relative_path: str | None = Field(default=None, description="Path under the parent directory.")
 
 
 class HostApplicationSpec(KubeModel):
-    name: str
-    priority: str | None = None
-    qos: str | None = None
-    cgroup_path: CgroupPath | None = None
+    name: str = Field(description="Application name.")
+    priority: str | None = Field(default=None, description=f"Priority class of the application: {PRIORITY_CLASSES}.")
+    qos: str | None = Field(default=None, description=f"QoS class of the application: {QOS_CLASSES}.")
+    cgroup_path: CgroupPath | None = Field(
+        default=None, description="Host cgroup of the application; derived from priority and qos when unset."
+    )
+    strategy: Annotated[dict[str, Any] | None, CRD(schema="struct{}")] = Field(
+        default=None, description="QoS strategy of the application (no fields yet)."
+    )
 
 
 class ResourceQOSStrategy(KubeModel):
@@ -106,21 +156,32 @@ class ResourceQOSStrategy(KubeModel):
 
 class NodeSLOSpec(KubeModel):
     resource_used_threshold_with_be: ResourceThresholdStrategy | None = Field(
-        default=None, alias="resourceUsedThresholdWithBE"
+        default=None,
+        alias="resourceUsedThresholdWithBE",
+        description="Node usage thresholds that suppress or evict BE pods.",
     )
-    resource_qos_strategy: ResourceQOSStrategy | None = Field(default=None, alias="resourceQOSStrategy")
-    cpu_burst_strategy: dict[str, Any] | None = None
-    system_strategy: dict[str, Any] | None = None
-    extensions: dict[str, Any] | None = None
-    host_applications: list[HostApplicationSpec] | None = None
+    # Carried verbatim here; their schemas are written out in common/api/crdgen/nodeslo.py.
+    resource_qos_strategy: Annotated[ResourceQOSStrategy | None, CRD(schema="ResourceQOSStrategy")] = Field(
+        default=None, alias="resourceQOSStrategy"
+    )
+    cpu_burst_strategy: Annotated[dict[str, Any] | None, CRD(schema="CPUBurstStrategy")] = None
+    system_strategy: Annotated[dict[str, Any] | None, CRD(schema="SystemStrategy")] = None
+    extensions: dict[str, Any] | None = Field(default=None, description="Third-party extensions.")
+    host_applications: list[
+        Annotated[HostApplicationSpec, CRD(description="QoS management of an out-of-band application.")]
+    ] | None = Field(
+        default=None, description="Out-of-band applications on the node."
+    )
 
 
 class NodeSLO(KubeModel):
     api_version: str = SLO_API_VERSION
     kind: str = "NodeSLO"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: NodeSLOSpec | None = None
-    status: dict[str, Any] | None = None
+    spec: NodeSLOSpec | None = Field(default=None, description="Desired SLO configuration of the node.")
+    status: Annotated[dict[str, Any] | None, CRD(schema="struct{}")] = Field(
+        default=None, description="Observed state of the NodeSLO (no fields)."
+    )
 
     _always_emit: ClassVar[tuple[str, ...]] = ("api_version", "kind", "metadata")
 

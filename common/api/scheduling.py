@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from common.api.malformed import MalformedObjectError, MalformedReason
-from common.api.wire import InvalidTimeError, parse_rfc3339
+from common.api.malformed import MalformedObjectError
 
 _INT64 = re.compile(r"[+-]?[0-9]+")
 
@@ -174,20 +173,6 @@ class LabelSelector:
 class PreferredTerm:
     weight: int
     term: SelectorTerm
-
-
-def parse_time(value: Any, field: str) -> float | None:
-    """metav1.Time (RFC 3339) as epoch seconds; None when absent."""
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise MalformedObjectError(
-            f"expected an RFC 3339 time, got {value!r}", field=field, reason=MalformedReason.INVALID_TIME
-        )
-    try:
-        return parse_rfc3339(value).timestamp()
-    except InvalidTimeError as exc:
-        raise MalformedObjectError(str(exc), field=field, reason=MalformedReason.INVALID_TIME) from None
 
 
 def _mapping(value: Any, field: str) -> Mapping[str, Any]:

@@ -26,6 +26,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic_core import core_schema
 
+from common.api.malformed import InvalidTimeError, MalformedObjectError, MalformedReason
+
 
 class KubeModel(BaseModel):
     model_config = ConfigDict(
@@ -78,11 +80,26 @@ class MetaView(WireView):
 QuantityText = str | StrictInt | float  # a resource.Quantity on the wire, parsed by `Quantity.parse`
 
 
-# --- metav1.Time ----------------------------------------------------------------
-class InvalidTimeError(ValueError):
-    """Text that is not an RFC 3339 time."""
+@dataclass(frozen=True, slots=True)
+class CRD:
+    """A field's CRD facts beyond its Python type, as `Annotated` metadata (read by common/api/crdgen/from_model.py,
+    as controller-gen reads `+kubebuilder` markers)."""
+
+    fmt: str | None = None  # integer format: "int32" for a Go int32 (default int64)
+    required: bool = False  # in the parent's `required` (the model itself may still read it leniently)
+    default: Any = None
+    enum: bool = False  # a StrEnum: its values, in declaration order, are the CRD's enum
+    minimum: int | None = None  # bounds the API server enforces (the model still reads what it is given)
+    maximum: int | None = None
+    schema: str | None = None  # a type whose schema is written out in crdgen, e.g. "metav1.Condition"
+    description: str | None = None  # of a list's items or a map's values (a field's is its Field description)
 
 
+INT32 = CRD(fmt="int32")
+PERCENT = CRD(minimum=0, maximum=100)
+
+
+# --- metav1.Time and metav1.MicroTime ------------------------------------------------
 def parse_rfc3339(text: str) -> datetime:
     """metav1.Time's wire text → an aware datetime; the one time parser of every component.
 
@@ -95,15 +112,38 @@ def parse_rfc3339(text: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def parse_time(value: Any, field: str) -> float | None:
+    """A time field of a watched object (as JSON) → epoch seconds; None when absent.
+
+    Anything else that is not RFC 3339 raises a MalformedObjectError naming ``field``: the object
+    is malformed and its digest says so (a time read as "absent" would hide it, and change what the
+    component does, e.g. the order pods are evicted in).
+    """
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise MalformedObjectError(
+            f"expected an RFC 3339 time, got {value!r}", field=field, reason=MalformedReason.INVALID_TIME
+        )
+    try:
+        return parse_rfc3339(value).timestamp()
+    except InvalidTimeError as exc:
+        raise MalformedObjectError(str(exc), field=field, reason=MalformedReason.INVALID_TIME) from None
+
+
 def _parse_time(value: Any) -> Any:
     return parse_rfc3339(value) if isinstance(value, str) else value
 
 
-def format_time(value: datetime) -> str:
-    """metav1.Time's wire form: RFC 3339, UTC, whole seconds."""
-    if value.tzinfo is None:
+def format_time(value: datetime | float, *, micro: bool = False) -> str:
+    """metav1.Time's wire form (RFC 3339, UTC, whole seconds), or with ``micro`` metav1.MicroTime's
+    (microseconds, as Leases' renewTime and events.k8s.io's eventTime take). ``value``: an aware
+    datetime (naive is taken as UTC) or epoch seconds."""
+    if isinstance(value, int | float):
+        value = datetime.fromtimestamp(value, UTC)
+    elif value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
 
 
 Time = Annotated[datetime, BeforeValidator(_parse_time), PlainSerializer(format_time, return_type=str)]

@@ -10,16 +10,13 @@ from typing import Any, Literal
 
 from prometheus_client import Counter
 
+from common.api.wire import format_time
 from common.kube.http import KubeError, KubeHTTP
 
 log = logging.getLogger("loadline.events")
 EVENT_WRITE_ERRORS = Counter("loadline_event_write_errors_total", "Events the API server refused or never got")
 
 NOTE_LIMIT = 1024  # events.k8s.io/v1 rejects longer notes
-
-
-def _micro_time(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def object_reference(obj: Mapping[str, Any]) -> dict[str, str]:
@@ -59,7 +56,7 @@ class EventRecorder:
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
             "metadata": {"name": f"{ref['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
-            "eventTime": _micro_time(datetime.now(UTC)),
+            "eventTime": format_time(datetime.now(UTC), micro=True),
             "reportingController": self.controller,
             "reportingInstance": self.instance,
             "action": action,

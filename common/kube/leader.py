@@ -26,6 +26,7 @@ from typing import Any
 
 from prometheus_client import Gauge
 
+from common.api.wire import format_time
 from common.kube.http import KubeError, KubeHTTP
 
 log = logging.getLogger("loadline.leader")
@@ -36,10 +37,6 @@ IS_LEADER = Gauge("loadline_leader", "1 while this process holds its Lease", ["l
 def default_identity() -> str:
     """Pod name in a cluster (POD_NAME or the hostname) plus a random suffix, so a restart is a new identity."""
     return f"{os.environ.get('POD_NAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-def _micro_time() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -74,7 +71,7 @@ class LeaderElector:
         IS_LEADER.labels(name).set(0)  # a standby shows 0 from the start, not "no data"
 
     async def _try_acquire_or_renew(self) -> bool:
-        now = _micro_time()
+        now = format_time(datetime.now(UTC), micro=True)
         try:
             lease = await self.http.get(self._path)
         except KubeError as exc:
@@ -145,7 +142,8 @@ class LeaderElector:
         with contextlib.suppress(KubeError):
             lease = await self.http.get(self._path)
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                lease["spec"].update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": _micro_time()})
+                renew = format_time(datetime.now(UTC), micro=True)
+                lease["spec"].update({"holderIdentity": None, "leaseDurationSeconds": 1, "renewTime": renew})
                 await self.http.replace(self._path, lease)
 
     def _set_leader(self, value: bool) -> None:

@@ -1,6 +1,7 @@
 """Koordinator's batch-resource formulas, degrade rule and update throttle, as pure functions.
 
-Reference §4.1/§4.2 (`plugins/batchresource/plugin.go`, `plugins/util/util.go`):
+Koordinator's slo-controller (`pkg/slo-controller/noderesource/plugins/batchresource/plugin.go`,
+`pkg/slo-controller/noderesource/plugins/util/util.go`):
 
     usage           (cpu, memory; default)  batch = capacity - safetyMargin - systemUsed - podsHPUsed
     request         (memory only)           batch = capacity - safetyMargin - nodeReserved - podsHPRequest
@@ -32,8 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
-from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
-from common.api.nodemetric_digest import HostAppUsage, NodeMetricDigest, Usage
+from common.api.nodemetric_digest import HostAppUsage, NodeMetricDigest, Staleness, Usage, report_staleness
 from manager.noderesource.model import (
     ACTIVE_POD_PHASES,
     LOW_PRIORITY_CLASSES,
@@ -246,14 +246,10 @@ def degrade_verdict(metric: NodeMetricDigest | None, now: datetime, degrade_time
     """
     if metric is None:
         return BatchVerdict.NODE_METRIC_MISSING
-    update_time = updated_at(metric)
-    if update_time is None:
+    staleness = report_staleness(metric.update_time, now.timestamp(), degrade_time_minutes * 60.0, stale_at_limit=False)
+    if staleness is Staleness.NEVER_UPDATED:
         return BatchVerdict.NODE_METRIC_NEVER_UPDATED
-    if now > update_time + timedelta(minutes=degrade_time_minutes):
-        return BatchVerdict.NODE_METRIC_EXPIRED
-    if update_time > now + timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
-        return BatchVerdict.NODE_METRIC_EXPIRED  # from the future: would otherwise never go stale
-    return None
+    return None if staleness is None else BatchVerdict.NODE_METRIC_EXPIRED
 
 
 def batch_outcome(

@@ -91,7 +91,8 @@ class NodeCapacity:
 
 @dataclass(frozen=True, slots=True)
 class PodOnNode:
-    """A pod from the pod list bound to the node; classes already defaulted per Koordinator §7."""
+    """A pod from the pod list bound to the node; classes defaulted as Koordinator does (koordinator
+    apis/extension/priority.go, qos.go)."""
 
     namespace: str
     name: str

@@ -5,7 +5,7 @@ or the list of everything wrong with it, each error naming the ConfigMap key and
 it never raises. The controller keeps serving the last good config on errors ("last good
 config" as Koordinator does), and a missing ConfigMap or key means Koordinator's defaults.
 
-Per key, as in Koordinator (reference §2):
+Per key, as in Koordinator (pkg/util/sloconfig, pkg/slo-controller/nodeslo/resource_strategy.go):
 1. cluster strategy = defaults ⊕ clusterStrategy (for colocation-config: the top-level fields);
 2. every nodeStrategies/nodeConfigs entry = that merged cluster strategy ⊕ the entry;
 the per-node choice (first matching nodeSelector) and the node overrides live in render.py.

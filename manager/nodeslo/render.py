@@ -1,5 +1,6 @@
 """Per-node views of a parsed SLOControllerConfig: the NodeSLO spec, the NodeMetric collect
-policy and the node's colocation strategy (reference §1, §2).
+policy and the node's colocation strategy (koordinator
+pkg/slo-controller/nodeslo/resource_strategy.go, pkg/util/sloconfig/nodeslo_config.go).
 
 All per-node work is a first-match over compiled selectors plus a memo lookup: nodes that
 select the same entries share one rendered spec, so a pass over 5,000 nodes renders only a

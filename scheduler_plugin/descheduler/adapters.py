@@ -18,7 +18,6 @@ from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.poddigest import PodDigest, digest_pod
 from common.api.scheduling import parse_node_affinity, parse_tolerations
-from common.api.wire import InvalidTimeError, parse_rfc3339
 from scheduler_plugin.descheduler.model import (
     NodeMetricSnapshot,
     NodeSnapshot,
@@ -50,16 +49,6 @@ def _list(value: Any) -> list[Any]:
 
 def _str_map(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in _map(value).items()}
-
-
-def parse_time(raw: Any) -> float | None:
-    """RFC 3339 text → epoch seconds; None when absent or malformed."""
-    if not isinstance(raw, str) or not raw:
-        return None
-    try:
-        return parse_rfc3339(raw).timestamp()
-    except InvalidTimeError:
-        return None
 
 
 # ----------------------------------------------------------------------------- nodes

@@ -22,13 +22,15 @@ import numpy as np
 
 from common.api.pod import is_prod
 from scheduler_plugin.descheduler.anomaly import DetectorStore, detector_key
-from scheduler_plugin.descheduler.args import LowNodeLoadArgs, ResolvedPool, resolve_pools
+from scheduler_plugin.descheduler.args import LowNodeLoadArgs, ResolvedPool
 from scheduler_plugin.descheduler.classify import (
     NodeClasses,
-    classify,
+    PoolClassification,
+    classify_pools,
     headroom_sum,
     order_sources,
     over_any,
+    pods_by_node,
     usage_scores,
     weight_vector,
 )
@@ -47,10 +49,8 @@ from scheduler_plugin.descheduler.nodefit import TargetSet
 from scheduler_plugin.descheduler.podfilter import PodFilter
 from scheduler_plugin.descheduler.reason import overutilized_reason
 from scheduler_plugin.descheduler.sorting import eviction_order, usage_fit_scores
-from scheduler_plugin.descheduler.thresholds import NodeThresholds, compute_thresholds
-from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, NodeTable, measure_nodes
-
-_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+from scheduler_plugin.descheduler.thresholds import ThresholdTable
+from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, NodeTable
 
 SKIP_NO_METRIC = "no pod metric"
 SKIP_OVER_CAPACITY = "usage exceeds remaining low-node capacity"
@@ -77,25 +77,9 @@ def plan_round(
         return plan
     pod_list = pods if isinstance(pods, list) else list(pods)
     limits = MigrationLimits.from_pods(args, pod_list)
-    pods_by_node: dict[str, list[PodSnapshot]] = {}
-    for pod in pod_list:
-        if pod.node_name and pod.phase not in _TERMINAL_PHASES:
-            bucket = pods_by_node.get(pod.node_name)
-            if bucket is None:
-                pods_by_node[pod.node_name] = [pod]
-            else:
-                bucket.append(pod)
-
     ctx = _RoundContext(args, plan, detectors, now, limits, PodFilter.from_args(args, refused))
-    processed: set[str] = set()
-    for pool in resolve_pools(args):
-        if pool.node_selector is None:
-            pool_nodes = list(nodes)
-        else:
-            # A node drained as a source by an earlier pool is not handled again by a later pool.
-            selector = pool.node_selector.compile()
-            pool_nodes = [n for n in nodes if n.name not in processed and selector.matches(n.labels)]
-        _balance_pool(ctx, pool, pool_nodes, node_metrics=node_metrics, pods_by_node=pods_by_node, processed=processed)
+    for found in classify_pools(args, nodes, node_metrics, pods_by_node(pod_list), now=now):
+        _balance_pool(ctx, found)
     return plan
 
 
@@ -109,39 +93,21 @@ class _RoundContext:
     pod_filter: PodFilter
 
 
-def _balance_pool(
-    ctx: _RoundContext,
-    pool: ResolvedPool,
-    pool_nodes: list[NodeSnapshot],
-    *,
-    node_metrics: Mapping[str, NodeMetricSnapshot],
-    pods_by_node: Mapping[str, list[PodSnapshot]],
-    processed: set[str],
-) -> None:
-    summary = PoolSummary(name=pool.name, nodes=len(pool_nodes))
+def _balance_pool(ctx: _RoundContext, found: PoolClassification) -> None:
+    pool = found.pool
+    summary = PoolSummary(name=pool.name, nodes=len(found.nodes))
     ctx.plan.pools.append(summary)
-    if not pool_nodes:
+    if found.table is None:
         summary.stop_reason = "no nodes in pool"
         return
-    table, skipped = measure_nodes(
-        pool_nodes,
-        node_metrics,
-        pods_by_node,
-        resources=pool.resource_names,
-        prod_enabled=pool.prod_enabled,
-        now=ctx.now,
-        expiration_seconds=ctx.args.node_metric_expiration_seconds,
-    )
-    ctx.plan.skipped_nodes.update(skipped)
-    if not table.nodes:
+    ctx.plan.skipped_nodes.update(found.skipped)
+    table, th, cls = found.table, found.thresholds, found.classes
+    if th is None or cls is None:
         summary.stop_reason = "no node with a usable NodeMetric"
         return
-    th = compute_thresholds(table, pool)
-    cls = classify(table, th, pool.prod_enabled)
     _count_classes(summary, cls)
     names = table.names
     hot = cls.high | cls.prod_high
-    processed.update(names[int(r)] for r in np.flatnonzero(hot))
 
     # "Consecutive" means consecutive: any round in which a node is not hot ends its streak.
     # (Koordinator resets only nodes that turn low; a normal round there leaves the count intact.)
@@ -188,7 +154,7 @@ def _drain(
     pool: ResolvedPool,
     table: NodeTable,
     *,
-    th: NodeThresholds,
+    th: ThresholdTable,
     cls: NodeClasses,
     anomalous: BoolArray,
 ) -> None:
@@ -245,7 +211,7 @@ def _run_pass(
     pool: ResolvedPool,
     table: NodeTable,
     *,
-    th: NodeThresholds,
+    th: ThresholdTable,
     targets: TargetSet,
     sources: list[int],
     avail: FloatArray,

@@ -20,6 +20,7 @@ from typing import Any
 
 from common.api import constants as c
 from common.kube.events import EventRecorder
+from common.kube.eviction import Outcome
 from common.kube.http import KubeHTTP, resource_path
 from common.kube.reflector import Reflector
 from common.logging import ctx
@@ -27,7 +28,7 @@ from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.anomaly import DetectorStore
 from scheduler_plugin.descheduler.args import LowNodeLoadArgs
 from scheduler_plugin.descheduler.balance import plan_round
-from scheduler_plugin.descheduler.evictor import Evictor, Outcome
+from scheduler_plugin.descheduler.evictor import Evictor
 from scheduler_plugin.descheduler.inputs import InputCache, RoundInputs
 from scheduler_plugin.descheduler.metrics import (
     LAST_ROUND,

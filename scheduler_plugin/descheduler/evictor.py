@@ -1,4 +1,4 @@
-"""Executes planned evictions through the Eviction API (``policy/v1``), so PodDisruptionBudgets are
+"""Executes planned evictions through the Eviction API (common/kube/eviction.py), so PodDisruptionBudgets are
 enforced by the API server, and records Koordinator's ``Descheduled`` event on each evicted pod.
 
 Answers and what they mean here:
@@ -16,34 +16,28 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from common.kube.http import KubeError
+from common.kube.eviction import (
+    DRY_RUN,
+    EVICTED,
+    FAILED,
+    GONE,
+    REASON_PDB,
+    REASON_TOO_MANY,
+    REASON_UNREACHABLE,
+    REFUSED,
+    Creator,
+    Outcome,
+    evict,
+)
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
-from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON
+from scheduler_plugin.descheduler.reason import EVENT_ACTION, EVENT_REASON, descheduled_event_message
 
 log = logging.getLogger("loadline.descheduler.evictor")
-
-EVICTED = "evicted"
-DRY_RUN = "dry_run"
-REFUSED = "refused"
-GONE = "gone"
-FAILED = "failed"
-
-REASON_PDB = "disruption budget"
-REASON_TOO_MANY = "too many requests"
-REASON_NOT_FOUND = "not found"
-REASON_REPLACED = "pod replaced"
-REASON_UNREACHABLE = "unreachable"
-
-
-class _Creator(Protocol):
-    async def create(self, path: str, body: Any) -> dict[str, Any]: ...
-
 
 class _Recorder(Protocol):
     async def record(
@@ -57,55 +51,14 @@ class _Recorder(Protocol):
     ) -> bool: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    result: str  # EVICTED | DRY_RUN | REFUSED | GONE | FAILED
-    reason: str
-    message: str = ""
-
-    @property
-    def unreachable(self) -> bool:
-        return self.result == FAILED and self.reason == REASON_UNREACHABLE
-
-
-def eviction_path(namespace: str, name: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods/{name}/eviction"
-
-
-def eviction_body(pod: Mapping[str, Any]) -> dict[str, Any]:
-    meta = pod.get("metadata") or {}
-    body: dict[str, Any] = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-    }
-    if meta.get("uid"):
-        # Evict exactly the pod that was planned, never a namesake a StatefulSet created since.
-        body["deleteOptions"] = {"preconditions": {"uid": meta["uid"]}}
-    return body
-
-
 def trigger(planned: PlannedEviction) -> str:
     return "prod overutilized" if planned.prod else "node overutilized"
-
-
-def classify_error(exc: KubeError) -> Outcome:
-    message = exc.message
-    if exc.status == 429:
-        return Outcome(REFUSED, REASON_PDB if "disruption budget" in message.lower() else REASON_TOO_MANY, message)
-    if exc.status == 404:
-        return Outcome(GONE, REASON_NOT_FOUND, message)
-    if exc.status == 409:
-        return Outcome(GONE, REASON_REPLACED, message)
-    if exc.status == 0:
-        return Outcome(FAILED, REASON_UNREACHABLE, message)
-    return Outcome(FAILED, f"http {exc.status}", message)
 
 
 class Evictor:
     def __init__(
         self,
-        http: _Creator,
+        http: Creator,
         recorder: _Recorder,
         bucket: TokenBucket,
         *,
@@ -140,20 +93,14 @@ class Evictor:
             EVICTIONS.labels(outcome.result, outcome.reason).inc()
             return outcome
         await self.bucket.acquire()
-        try:
-            await self.http.create(eviction_path(*key), eviction_body(pod))
-        except KubeError as exc:
-            outcome = classify_error(exc)
-        else:
-            outcome = Outcome(EVICTED, trigger(planned))
+        outcome = await evict(self.http, pod, reason=trigger(planned))
         EVICTIONS.labels(outcome.result, outcome.reason).inc()
         self._api_state(outcome)
         if outcome.result == EVICTED:
             self._refused.pop(key, None)
             log.info("evicted pod", extra=where)
-            await self.recorder.record(
-                pod, reason=EVENT_REASON, action=EVENT_ACTION, note=planned.event_message, type="Normal"
-            )
+            note = descheduled_event_message(planned.node_name, planned.reason)
+            await self.recorder.record(pod, reason=EVENT_REASON, action=EVENT_ACTION, note=note, type="Normal")
         elif outcome.result == REFUSED:
             first = key not in self._refused
             self._refused[key] = (self._clock() + self.refused_backoff, outcome.reason)

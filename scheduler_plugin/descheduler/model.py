@@ -97,12 +97,6 @@ class PlannedEviction:
     # The low node whose headroom was reserved for this pod (nodeFit); a hint, the scheduler decides.
     target_node: str | None
 
-    @property
-    def event_message(self) -> str:
-        from scheduler_plugin.descheduler.reason import descheduled_event_message
-
-        return descheduled_event_message(self.node_name, self.reason)
-
 
 @dataclass(slots=True)
 class PoolSummary:

@@ -19,7 +19,7 @@ import numpy as np
 
 from common.api.scheduling import first_untolerated, node_matches
 from scheduler_plugin.descheduler.model import CPU, MEMORY, PODS, NodeSnapshot, PodSnapshot
-from scheduler_plugin.descheduler.thresholds import NodeThresholds
+from scheduler_plugin.descheduler.thresholds import ThresholdTable
 from scheduler_plugin.descheduler.usage import BoolArray, FloatArray, IntArray, NodeTable
 
 
@@ -29,7 +29,7 @@ class TargetSet:
     def __init__(
         self,
         table: NodeTable,
-        thresholds: NodeThresholds,
+        thresholds: ThresholdTable,
         rows: IntArray,
         *,
         node_pass: BoolArray,

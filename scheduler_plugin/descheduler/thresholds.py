@@ -20,7 +20,7 @@ MAX_PERCENT = 100.0
 
 
 @dataclass(slots=True)
-class NodeThresholds:
+class ThresholdTable:
     """(N, R) arrays aligned with a NodeTable; ``*_pct`` are the effective percentages per node."""
 
     low: FloatArray
@@ -65,7 +65,7 @@ def _deviation_pct(
     return low_pct, high_pct
 
 
-def compute_thresholds(table: NodeTable, pool: ResolvedPool) -> NodeThresholds:
+def compute_thresholds(table: NodeTable, pool: ResolvedPool) -> ThresholdTable:
     resources = table.resources
     alloc = table.allocatable
     n = alloc.shape[0]
@@ -88,7 +88,7 @@ def compute_thresholds(table: NodeTable, pool: ResolvedPool) -> NodeThresholds:
     def per_node(pct: FloatArray) -> FloatArray:
         return np.broadcast_to(pct, (n, len(resources))).copy()
 
-    return NodeThresholds(
+    return ThresholdTable(
         low=quantity(per_node(low_pct), alloc),
         high=quantity(per_node(high_pct), alloc),
         prod_low=quantity(per_node(prod_low_pct), alloc),

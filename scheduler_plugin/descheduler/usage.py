@@ -15,7 +15,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
+from common.api.nodemetric_digest import Staleness, report_staleness
 from common.api.pod import is_prod
 from scheduler_plugin.descheduler.model import (
     PODS,
@@ -78,12 +78,14 @@ def _metric_problem(
         return "NodeMetric not found"
     if metric.system_usage is None:
         return "NodeMetric has no status.nodeMetric"
-    if metric.update_time is None or not math.isfinite(metric.update_time):
+    staleness = report_staleness(metric.update_time, now, expiration_seconds)
+    if staleness is Staleness.NEVER_UPDATED:
         return "NodeMetric has no valid status.updateTime"
+    assert metric.update_time is not None  # a report with a time
     age = now - metric.update_time
-    if age < -MAX_CLOCK_SKEW_SECONDS:
+    if staleness is Staleness.FROM_THE_FUTURE:
         return f"NodeMetric expired (updateTime {-age:.0f}s in the future)"
-    if age >= expiration_seconds:
+    if staleness is Staleness.TOO_OLD:
         return f"NodeMetric expired ({age:.0f}s old, nodeMetricExpirationSeconds={expiration_seconds:g})"
     return None
 

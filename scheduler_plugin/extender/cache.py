@@ -36,7 +36,10 @@ PODS_PATH = resource_path("", "v1", "pods")
 ASSIGNED_PODS = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
-class ClusterCache:
+class ExtenderCache:
+    """The extender's view of the cluster: nodes, assigned pods and what its plugins watch, into one Snapshot
+    (the scheduler's own cache, with its queue and binding, is scheduler_plugin/server/cache.py)."""
+
     def __init__(
         self, http: KubeHTTP, snapshot: Snapshot | None = None, *, resources: Sequence[WatchedResource] = ()
     ) -> None:

@@ -16,7 +16,7 @@ from common.http_server import start_site
 from common.kube.http import KubeHTTP
 from common.logging import add_log_level_flag, setup_logging
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS
-from scheduler_plugin.extender.cache import ClusterCache
+from scheduler_plugin.extender.cache import ExtenderCache
 from scheduler_plugin.extender.engine import ExtenderEngine
 from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.server import DEFAULT_MAX_BODY_BYTES, ExtenderServer, normalize_prefix
@@ -133,7 +133,7 @@ async def serve(
         log.error("cannot load the cluster configuration: %s", exc)
         return 1
     plugins = (plugin for framework in frameworks.values() for plugin in framework.plugins.values())
-    cache = ClusterCache(http, snapshot, resources=watched_by(plugins))
+    cache = ExtenderCache(http, snapshot, resources=watched_by(plugins))
     engine = ExtenderEngine(frameworks, snapshot, default_profile=next(iter(frameworks)),
                             assume_seconds=assume_seconds, score_scaling=score_scaling, malformed=cache.malformed)
     server = ExtenderServer(engine, ready=lambda: cache.synced, prefix=prefix)
@@ -162,7 +162,7 @@ async def serve(
         await http.close()
 
 
-async def _announce_sync(cache: ClusterCache) -> None:
+async def _announce_sync(cache: ExtenderCache) -> None:
     await cache.wait_synced()
     log.info("caches synced (%d nodes); serving", cache.snapshot.num_nodes)
 

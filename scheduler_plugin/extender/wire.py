@@ -1,4 +1,4 @@
-"""kube-scheduler's extender wire format (`k8s.io/kube-scheduler/extender/v1`, reference §A.2).
+"""kube-scheduler's extender wire format (`k8s.io/kube-scheduler/extender/v1/types.go`).
 
 The Go types carry no `json:` tags, so the keys are the Go field names: kube-scheduler sends
 `{"Pod": {...}, "Nodes": {"items": [...]} | null, "NodeNames": [...] | null}` and decodes our

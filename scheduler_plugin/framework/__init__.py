@@ -8,11 +8,11 @@ from common.api.malformed import MalformedObjectError
 from scheduler_plugin.framework.clock import Clock, FakeClock, RealClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
+from scheduler_plugin.framework.filterresult import FilterResult, Rejection
 from scheduler_plugin.framework.interfaces import (
     Binder,
     BindPlugin,
     FilterPlugin,
-    FilterResult,
     FrameworkHandle,
     NormalizeScorePlugin,
     PermitPlugin,
@@ -27,7 +27,6 @@ from scheduler_plugin.framework.interfaces import (
     PreScorePlugin,
     QueuedPodInfo,
     QueueSortPlugin,
-    Rejection,
     ReservePlugin,
     ScorePlugin,
 )

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler_plugin.framework.interfaces import FilterResult
+from scheduler_plugin.framework.filterresult import FilterResult
 from scheduler_plugin.framework.snapshot import IndexArray
 from scheduler_plugin.framework.status import Code
 

@@ -22,9 +22,10 @@ from numpy.typing import NDArray
 
 from scheduler_plugin.framework.clock import Clock
 from scheduler_plugin.framework.cycle_state import CycleState
+from scheduler_plugin.framework.filterresult import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
-from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
-from scheduler_plugin.framework.status import SUCCESS, Code, Status
+from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
+from scheduler_plugin.framework.status import Status
 from scheduler_plugin.framework.stores import ObjectStore
 
 if TYPE_CHECKING:
@@ -49,55 +50,6 @@ class PreFilterResult:
         if self.node_names is None:
             return other
         return PreFilterResult(self.node_names & other.node_names)
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """The candidates (mask over the Filter's input) rejected for one reason."""
-
-    reason: str
-    mask: BoolArray
-    code: Code = Code.UNSCHEDULABLE
-
-
-@dataclass(slots=True)
-class FilterResult:
-    """Answer of a Filter over its candidates.
-
-    `feasible` is None when every candidate passes. `rejections` name why the others failed
-    (a node may appear under several reasons of the same plugin, like kube-scheduler's
-    multi-reason Status). A non-success, non-rejection `status` (Error) aborts the cycle.
-    """
-
-    feasible: BoolArray | None = None
-    rejections: tuple[Rejection, ...] = ()
-    status: Status = SUCCESS
-
-    @classmethod
-    def from_rejections(cls, size: int, rejections: Sequence[Rejection]) -> FilterResult:
-        kept = tuple(r for r in rejections if r.mask.any())
-        if not kept:
-            return ALL_PASS
-        rejected = np.zeros(size, np.bool_)
-        for r in kept:
-            rejected |= r.mask
-        return cls(~rejected, kept)
-
-    @classmethod
-    def rejecting(cls, reason: str, mask: BoolArray, code: Code = Code.UNSCHEDULABLE) -> FilterResult:
-        """Candidates where `mask` is True fail for `reason`."""
-        return cls.from_rejections(mask.size, [Rejection(reason, mask, code)])
-
-    @classmethod
-    def reject_all(cls, size: int, reason: str, code: Code = Code.UNSCHEDULABLE) -> FilterResult:
-        return cls.from_rejections(size, [Rejection(reason, np.ones(size, np.bool_), code)])
-
-    @classmethod
-    def error(cls, message: str) -> FilterResult:
-        return cls(status=Status.error(message))
-
-
-ALL_PASS = FilterResult()
 
 
 @dataclass(frozen=True, slots=True)

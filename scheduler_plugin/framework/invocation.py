@@ -13,7 +13,8 @@ import time
 from types import TracebackType
 from typing import Protocol
 
-from scheduler_plugin.framework.interfaces import FilterResult, Plugin
+from scheduler_plugin.framework.filterresult import FilterResult
+from scheduler_plugin.framework.interfaces import Plugin
 from scheduler_plugin.framework.status import Code, Status
 
 log = logging.getLogger(__name__)

@@ -16,18 +16,16 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
 from common.api.nodedigest import digest_node
-from common.api.scheduling import Taint, parse_int64
+from common.api.scheduling import HostPort, Taint, parse_int64
 from scheduler_plugin.framework.images import ImageTable, parse_node_images
-
-if TYPE_CHECKING:
-    from scheduler_plugin.framework.snapshot import PodRecord
+from scheduler_plugin.framework.podinfo import PodInfo
 
 FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
 CPU, MEMORY, PODS = 0, 1, 2
@@ -71,6 +69,19 @@ class NodeInfo:
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}@{self.index})"
+
+
+@dataclass(slots=True, eq=False)
+class PodRecord:
+    """A pod accounted on a node: what it added to the node's row, and since when."""
+
+    pod: PodInfo
+    node_index: int
+    assumed: bool
+    assigned_at: float
+    vector: IntArray
+    nonzero: tuple[int, int]
+    host_ports: tuple[HostPort, ...] = ()
 
 
 @dataclass(slots=True)

@@ -25,11 +25,11 @@ from common.api.scheduling import (
     parse_host_ports,
     parse_node_affinity,
     parse_pod_affinity,
-    parse_time,
     parse_tolerations,
     parse_topology_spread_constraints,
     string_map,
 )
+from common.api.wire import parse_time
 from scheduler_plugin.framework.podfields import RefusedField, refused_fields
 
 

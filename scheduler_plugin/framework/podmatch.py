@@ -23,17 +23,24 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from common.api.scheduling import LabelSelector, PodAffinityTerm
-from scheduler_plugin.framework.nodecolumns import IntArray
+from scheduler_plugin.framework.nodecolumns import IntArray, NodeColumns, PodRecord
 from scheduler_plugin.framework.podinfo import PodInfo
 
-if TYPE_CHECKING:
-    from scheduler_plugin.framework.snapshot import Snapshot
+
+class AccountedPods(Protocol):
+    """What the index reads of the snapshot (scheduler_plugin/framework/snapshot.py) that owns it."""
+
+    @property
+    def num_slots(self) -> int: ...
+
+    @property
+    def records(self) -> Mapping[str, PodRecord]: ...  # pods accounted on a node
 
 # Every kept filter is matched against each pod accounted or unaccounted that carries its anchor label: a
 # bound on that per-pod work (and on the memory, one integer per node each) when pods' selectors are many.
@@ -175,7 +182,7 @@ def fit(counts: IntArray, rows: int) -> IntArray:
 class PodMatchIndex:
     """The snapshot's counts of accounted pods per node row, by filter and by carried term."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: AccountedPods) -> None:
         self._snapshot = snapshot
         self._filters: OrderedDict[PodFilter, _Counted] = OrderedDict()  # least recently used first
         self._by_anchor: dict[str, dict[str | None, list[_Counted]]] = {}
@@ -318,7 +325,7 @@ class Domains:
         return out
 
 
-def domains_of(snapshot: Snapshot, key: str) -> Domains | None:
+def domains_of(snapshot: NodeColumns, key: str) -> Domains | None:
     """The rows' domains for `key`, or None when no node has the label (no column is made for it)."""
     if not snapshot.has_label_key(key):
         return None

@@ -38,7 +38,8 @@ MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 
 
 def num_feasible_nodes_to_find(percentage: int | None, num_all_nodes: int) -> int:
-    """How many feasible nodes to find and score (kube-scheduler §B.4).
+    """How many feasible nodes to find and score (kube-scheduler's numFeasibleNodesToFind,
+    pkg/scheduler/schedule_one.go).
 
     None or 0 (kube-scheduler's default) is adaptive: all nodes below 100, else
     max(5, 50 − N/125) percent but at least 100 nodes. 100 means every node.

@@ -9,12 +9,10 @@ is serial, and a pod placed in one cycle is visible ("assumed") to the next.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
-from common.api.scheduling import HostPort
 from scheduler_plugin.framework.disruption import DisruptionBudget
 from scheduler_plugin.framework.hostports import HostPortTable
 from scheduler_plugin.framework.nodecolumns import (
@@ -28,6 +26,7 @@ from scheduler_plugin.framework.nodecolumns import (
     LabelColumn,
     NodeColumns,
     NodeInfo,
+    PodRecord,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 from scheduler_plugin.framework.podmatch import PodMatchIndex
@@ -49,19 +48,6 @@ __all__ = [
 ]
 
 StoreT = TypeVar("StoreT", bound=ObjectStore)
-
-
-@dataclass(slots=True, eq=False)
-class PodRecord:
-    """A pod accounted on a node: what it added to the node's row, and since when."""
-
-    pod: PodInfo
-    node_index: int
-    assumed: bool
-    assigned_at: float
-    vector: IntArray
-    nonzero: tuple[int, int]
-    host_ports: tuple[HostPort, ...] = ()
 
 
 class Snapshot(NodeColumns):

@@ -14,13 +14,8 @@ from pydantic import BaseModel
 from common.api.scheduling import Requirement, SelectorTerm
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_CHANGES
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    default_normalize_score,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, default_normalize_score
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status

@@ -7,7 +7,8 @@ from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_ADD
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import Code

@@ -16,8 +16,9 @@ from pydantic import BaseModel
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
 from scheduler_plugin.framework.hostports import HostPortTable, conflicting_rows
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, PreFilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status

@@ -25,13 +25,8 @@ from common.api.csimigration import BY_NAME, MIGRATION_ON
 from common.api.storage import CSINode, PersistentVolumeClaim
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, CSI_NODE, PERSISTENT_VOLUME_CLAIM, VOLUME_ATTACHMENT
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status

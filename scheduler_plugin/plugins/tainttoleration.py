@@ -14,12 +14,8 @@ from pydantic import BaseModel
 from common.api.scheduling import Taint, Toleration, first_untolerated, tolerated
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_CHANGES
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    default_normalize_score,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, default_normalize_score
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import Code

@@ -24,14 +24,8 @@ from common.api.podvolumes import InlineDisk
 from common.api.storage import READ_WRITE_ONCE_POD
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import ASSIGNED_POD_DELETE, NODE_ADD, NODE_UPDATE, PERSISTENT_VOLUME_CLAIM
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    Rejection,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Status

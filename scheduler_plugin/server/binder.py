@@ -1,4 +1,5 @@
-"""Binding through the API server: `POST pods/{name}/binding` (reference §B.5).
+"""Binding through the API server: `POST pods/{name}/binding` (kube-scheduler's
+pkg/scheduler/framework/plugins/defaultbinder/default_binder.go).
 
 The answer to a successful binding is a `Status` (HTTP 201), not a Pod. A 409 needs a
 closer look, because it means different things: the pod is already bound — possibly by

@@ -8,9 +8,9 @@ for a pod in a gang, the gang's state.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
+from common.api.wire import format_time
 from scheduler_plugin.framework.explain import explain
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.plugins.coscheduling.gangs import member_keys
@@ -20,10 +20,6 @@ from scheduler_plugin.plugins.volumebinding.plugin import STATE as VOLUME_BINDIN
 from scheduler_plugin.plugins.volumebinding.plugin import VolumeBindingState
 from scheduler_plugin.server.attempts import PreemptionRecord
 from scheduler_plugin.server.scheduler import Scheduler
-
-
-def _time(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _state(scheduler: Scheduler, pod: PodInfo) -> str:
@@ -145,7 +141,7 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
         return 200, doc
     result = attempt.result
     doc["attempt"] = {
-        "at": _time(attempt.at),
+        "at": format_time(attempt.at, micro=True),
         "profile": attempt.profile,
         "attempts": attempt.attempts,
         "outcome": attempt.outcome,
@@ -159,8 +155,9 @@ def explain_pod(scheduler: Scheduler, namespace: str, name: str, *, is_leader: b
     }
     failure = attempt.bind_failure
     if failure is not None:
-        doc["lastBindFailure"] = {"at": _time(failure.at), "attempts": failure.attempts, "node": failure.node_name,
-                                  "tiedNodes": failure.tied_nodes, "message": failure.message}
+        doc["lastBindFailure"] = {"at": format_time(failure.at, micro=True), "attempts": failure.attempts,
+                                  "node": failure.node_name, "tiedNodes": failure.tied_nodes,
+                                  "message": failure.message}
     nodes = []
     for entry in explain(result, snap):
         item: dict[str, Any] = {"node": entry.node, "feasible": not entry.rejected_by}

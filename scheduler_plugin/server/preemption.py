@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
 
-from common.kube.http import KubeError
+from common.kube.eviction import EVICTED, FAILED, GONE, REFUSED, Creator, Outcome, evict
 from common.logging import ctx
 from scheduler_plugin.framework.interfaces import WaitingPods
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -23,14 +22,7 @@ from scheduler_plugin.plugins.defaultpreemption import NAME, Candidate, Preempti
 from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.reporter import Reporter
 
-if TYPE_CHECKING:
-    from scheduler_plugin.descheduler.evictor import Outcome
-
 log = logging.getLogger("loadline.scheduler.preemption")
-
-
-class _Creator(Protocol):
-    async def create(self, path: str, body: object) -> object: ...
 
 
 @dataclass(slots=True)
@@ -42,15 +34,12 @@ class PreemptionOutcome:
 
 
 class PreemptionExecutor:
-    def __init__(self, http: _Creator, reporter: Reporter, snapshot: Snapshot) -> None:
+    def __init__(self, http: Creator, reporter: Reporter, snapshot: Snapshot) -> None:
         self.http = http
         self.reporter = reporter
         self.snapshot = snapshot
 
     async def execute(self, decision: PreemptionDecision, waiting: WaitingPods, profile: str) -> PreemptionOutcome:
-        # Imported on the first preemption: the descheduler package is about 5% of the scheduler's imports.
-        from scheduler_plugin.descheduler.evictor import FAILED, REFUSED
-
         preemptor = decision.preemptor
         outcome = PreemptionOutcome("")
         for candidate in decision.candidates:
@@ -93,24 +82,11 @@ class PreemptionExecutor:
         self.snapshot.evicting.update(v.key for v in candidate.victims)
 
     async def _remove(self, victim: PodInfo, preemptor: PodInfo, waiting: WaitingPods) -> Outcome:
-        from scheduler_plugin.descheduler.evictor import (
-            EVICTED,
-            GONE,
-            Outcome,
-            classify_error,
-            eviction_body,
-            eviction_path,
-        )
-
         if waiting.get(victim.key) is not None:
             waiting.reject(victim.key, NAME, f"preempted by {preemptor.key}")
             return Outcome(EVICTED, "waiting in Permit")
-        try:
-            await self.http.create(eviction_path(victim.namespace, victim.name), eviction_body(victim.raw))
-        except KubeError as exc:
-            result = classify_error(exc)
-            return Outcome(EVICTED, result.reason) if result.result == GONE else result
-        return Outcome(EVICTED, "evicted")
+        result = await evict(self.http, victim.raw, reason="evicted")
+        return Outcome(EVICTED, result.reason) if result.result == GONE else result
 
     def _clear_lower_nominations(self, preemptor: PodInfo, node_name: str) -> None:
         for key, nominated in list(self.snapshot.nominations.items()):

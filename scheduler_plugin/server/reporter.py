@@ -1,6 +1,6 @@
 """What the scheduler tells users: `Scheduled`/`FailedScheduling` events and the PodScheduled condition.
 
-Formats are kube-scheduler's (reference §B.5, §B.6): events through events.k8s.io/v1
+Formats are kube-scheduler's (pkg/scheduler/schedule_one.go, handleSchedulingFailure): events through events.k8s.io/v1
 with the profile's schedulerName as reporting controller; on failure the pod status
 gets `PodScheduled=False` with reason `Unschedulable` (a rejection) or `SchedulerError`
 and the full FitError message.
@@ -29,6 +29,7 @@ from collections.abc import Coroutine, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from common.api.wire import format_time
 from common.kube.events import EventRecorder
 from common.kube.http import POOL_CONNECTIONS, KubeError, KubeHTTP
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -43,10 +44,6 @@ REASON_SCHEDULER_ERROR = "SchedulerError"
 
 def failure_reason(status: Status) -> str:
     return REASON_UNSCHEDULABLE if status.is_rejected() else REASON_SCHEDULER_ERROR
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def scheduled_condition(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -66,7 +63,7 @@ def condition_patch(pod: Mapping[str, Any], reason: str, message: str) -> dict[s
     transition = (
         current.get("lastTransitionTime")
         if current is not None and current.get("status") == "False" and current.get("lastTransitionTime")
-        else _now()
+        else format_time(datetime.now(UTC))
     )
     condition: dict[str, Any] = {
         "type": "PodScheduled",

@@ -48,7 +48,7 @@ from agent.series import (
 from agent.store import build_report
 from common.api.pod import KubeQoSClass
 from tests.cgroup_util import rmdir_cgroup
-from tests.unit.agent.fake_trees import BatchCountingReader
+from tests.fakes.cgroup_trees import BatchCountingReader
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CONTROLLERS = ("cpu", "cpuacct", "memory")

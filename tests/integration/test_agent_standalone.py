@@ -17,7 +17,7 @@ from pathlib import Path
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 REPO = Path(__file__).resolve().parents[2]
 LISTENING = re.compile(r"serving /metrics.* on 127\.0\.0\.1:(\d+)")

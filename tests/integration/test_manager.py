@@ -230,7 +230,7 @@ def test_batch_resources_from_the_nodemetric_schedulable_by_both_schedulers_and_
     measured = [(ns, "web", "koord-prod", "1500m", "6Gi"), (ns, "etl", "koord-batch", "3", "10Gi")]
     write_nodemetric_status(plane, "batch-a", system=system, pods=measured)
 
-    # By hand (reference §4.1, policy "usage"): capacity 16 cores / 64 GiB = 68719476736 bytes, nothing reserved.
+    # By hand (koordinator pkg/slo-controller/noderesource/plugins/util/util.go, policy "usage"): capacity 16 cores / 64 GiB = 68719476736 bytes, nothing reserved.
     # cpu:    16000 - 40% margin 6400 - system 1000 - HP used (web 1500 + api's request 1000, no metric yet) = 6100
     # memory: 68719476736 - int(68719476736 * 0.35) = 44667659879, - system 4Gi 4294967296 = 40372692583,
     #         - web 6Gi 6442450944 - api's request 2Gi 2147483648 = 31782757991; etl (koord-batch) not charged

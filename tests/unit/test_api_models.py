@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from common.api.malformed import MalformedObjectError
 from common.api.nodemetric import NodeMemoryCollectPolicy, NodeMetric
+from common.api.nodemetric_digest import Staleness, digest_node_metric, report_staleness
 from common.api.nodeslo import CPUSuppressPolicy, NodeSLO
 from common.api.podgroup import PodGroup, PodGroupPhase, digest_pod_group
 from common.api.quantity import Quantity
@@ -133,16 +134,18 @@ def test_collect_policy_defaults_and_clamps() -> None:
 
 
 def test_expiry_and_aggregated_lookup() -> None:
-    nm = NodeMetric.from_wire(_load(KOORDINATOR_NODEMETRIC))
-    updated = datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)
-    assert not nm.is_expired(180, now=updated + timedelta(seconds=179))
-    assert nm.is_expired(180, now=updated + timedelta(seconds=180))
-    assert NodeMetric.from_wire({}).is_expired(180)
+    nm = digest_node_metric(_load(KOORDINATOR_NODEMETRIC))
+    updated = datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC).timestamp()
+    assert nm.update_time == updated
+    assert report_staleness(nm.update_time, updated + 179, 180) is None
+    assert report_staleness(nm.update_time, updated + 180, 180) is Staleness.TOO_OLD
+    assert report_staleness(digest_node_metric({"metadata": {"name": "n"}}).update_time, updated, 180) is (
+        Staleness.NEVER_UPDATED
+    )
     # duration None → the longest window that has data: 30m is cold, so 5m
-    p95 = nm.aggregated_node_usage("p95")
-    assert p95 is not None and (p95.resources or {})["cpu"].milli_value() == 4300
-    assert nm.aggregated_node_usage("p95", GoDuration.parse("30m")) is None
-    assert nm.aggregated_node_usage("p99", GoDuration.parse("5m0s")) is not None
+    assert (nm.aggregated_usage("p95", None) or {})["cpu"] == 4300
+    assert nm.aggregated_usage("p95", 1800) is None
+    assert nm.aggregated_usage("p99", 300) is not None
 
 
 def test_nodeslo_thresholds_with_koordinator_defaults() -> None:

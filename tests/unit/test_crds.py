@@ -674,7 +674,7 @@ def test_podgroup_fields(crds: dict[str, Schema]) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# the reference example NodeMetric (koordinator.md §1) is fully declared, i.e. nothing would be pruned
+# Koordinator's example NodeMetric (tests/examples.py) is fully declared, i.e. nothing would be pruned
 # --------------------------------------------------------------------------------------------------
 
 

@@ -37,7 +37,7 @@ def test_key_follows_the_package_files(repo: Path) -> None:
     (repo / "setup.py").write_text((repo / "setup.py").read_text().removesuffix("\n# changed\n"))
     assert image.image_key(name) == before
     assert image.image_key("registry.example.com/loadline:0.2.0") != before
-    module = repo / "common" / "cli.py"
+    module = repo / "common" / "cli" / "__init__.py"
     module.write_text(module.read_text() + "\n# changed\n")
     changed = image.image_key(name)
     assert changed != before

@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from common.api.crdgen.colocation import colocation_profile_spec
-from common.api.crdgen.nodemetric import node_metric_spec, node_metric_status
-from common.api.crdgen.nodeslo import node_slo_spec
+from common.api.crdgen.from_model import field_schema
 from common.api.crdgen.podgroup import pod_group_schemas
 from common.api.crdgen.schema import API_APPROVED, Schema, empty_obj, obj, string
+from common.api.nodemetric import NodeMetric
+from common.api.nodeslo import NodeSLO
 
 # --------------------------------------------------------------------------------------------------
 # CRD assembly
@@ -120,8 +121,8 @@ def node_metric_crd() -> CRD:
         singular="nodemetric",
         scope="Cluster",
         description="NodeMetric holds the resource usage of one node (name = node name), reported by the node agent.",
-        spec=node_metric_spec(),
-        status=node_metric_status(),
+        spec=field_schema(NodeMetric, "spec"),
+        status=field_schema(NodeMetric, "status"),
         short_names=("nm",),
         categories=("loadline",),
         columns=(
@@ -153,8 +154,8 @@ def node_slo_crd() -> CRD:
         singular="nodeslo",
         scope="Cluster",
         description="NodeSLO holds the QoS/SLO configuration of one node (name = node name).",
-        spec=node_slo_spec(),
-        status=empty_obj("Observed state of the NodeSLO (no fields)."),
+        spec=field_schema(NodeSLO, "spec"),
+        status=field_schema(NodeSLO, "status"),
         categories=("loadline",),
         # The watermarks a person checks first: is best-effort colocation on, where BE CPU is suppressed and where
         # BE pods are evicted. Absent fields print as <none>, which is what they mean (the agent's defaults apply).

@@ -1,21 +1,17 @@
-"""The NodeSLO schema (apis/slo/v1alpha1/nodeslo_types.go)."""
+"""The NodeSLO strategies common/api/nodeslo.py carries verbatim (apis/slo/v1alpha1/nodeslo_types.go); the rest
+of the NodeSLO schema is generated from that model (from_model.py)."""
 
 from __future__ import annotations
 
-from common.api.crdgen.nodemetric import priority_class, qos_class
 from common.api.crdgen.schema import (
     Schema,
     _described,
     array,
     boolean,
-    empty_obj,
-    int32,
     int_or_string,
     integer,
     map_of,
     obj,
-    percent,
-    preserved,
     quantity,
     string,
 )
@@ -23,48 +19,6 @@ from common.api.crdgen.schema import (
 # --------------------------------------------------------------------------------------------------
 # NodeSLO
 # --------------------------------------------------------------------------------------------------
-
-
-def resource_threshold_strategy() -> Schema:
-    return obj(
-        {
-            "enable": boolean("Master switch of the BE suppress/evict strategies (default false)."),
-            "cpuSuppressThresholdPercent": percent("Node CPU usage cap in % of capacity for BE suppression (65)."),
-            "cpuSuppressMinPercent": percent("Floor of the BE CPU suppression in % of capacity."),
-            # No enum, as in Koordinator's CRD: a NodeSLO it writes with another policy must not be rejected.
-            "cpuSuppressPolicy": string("How BE CPU is suppressed: cpuset (default) or cfsQuota."),
-            "memoryEvictThresholdPercent": percent("Node memory usage % that triggers BE eviction (70)."),
-            "memoryEvictLowerPercent": percent("Evict until memory usage % is below this (threshold - 2)."),
-            "memoryAllocatableEvictThresholdPercent": percent(
-                "Memory request % of allocatable that triggers eviction.", bounded=False
-            ),
-            "memoryAllocatableEvictLowerPercent": percent(
-                "Evict until memory request % of allocatable is below this.", bounded=False
-            ),
-            "cpuEvictBESatisfactionUpperPercent": percent(
-                "Stop evicting when BE real CPU limit / request exceeds this %.", bounded=False
-            ),
-            "cpuEvictBESatisfactionLowerPercent": percent(
-                "Start evicting when BE real CPU limit / request is below this %.", bounded=False
-            ),
-            "cpuEvictBEUsageThresholdPercent": percent(
-                "BE CPU usage % of its real limit needed before evicting (90).", bounded=False
-            ),
-            "cpuEvictTimeWindowSeconds": integer("Averaging window in seconds for CPU eviction."),
-            "cpuEvictThresholdPercent": percent("Node CPU usage % that triggers CPU eviction."),
-            "cpuEvictLowerPercent": percent("Evict until node CPU usage % is below this (threshold - 2)."),
-            "cpuAllocatableEvictThresholdPercent": percent(
-                "CPU request % of allocatable that triggers eviction.", bounded=False
-            ),
-            "cpuAllocatableEvictLowerPercent": percent(
-                "Evict until CPU request % of allocatable is below this.", bounded=False
-            ),
-            "cpuEvictPolicy": string("Policy of BE CPU eviction: evictByRealLimit (default) or evictByAllocatable."),
-            "evictEnabledPriorityThreshold": int32("Highest pod priority evictable by CPU/memory eviction."),
-            "allocatableEvictPriorityThreshold": int32("Highest pod priority evictable by allocatable eviction."),
-        },
-        "Node usage thresholds that suppress or evict BE pods.",
-    )
 
 
 def resource_qos() -> Schema:
@@ -207,38 +161,4 @@ def system_strategy() -> Schema:
             "totalNetworkBandwidth": quantity("Total network bandwidth of the node in Mbps."),
         },
         "Node-wide kernel settings.",
-    )
-
-
-def host_application() -> Schema:
-    return obj(
-        {
-            "name": string("Application name."),
-            "priority": priority_class("Priority class of the application"),
-            "qos": qos_class("QoS class of the application"),
-            "cgroupPath": obj(
-                {
-                    "base": string("Cgroup base: CgroupRoot, Kubepods, KubepodsBurstable or KubepodsBesteffort."),
-                    "parentDir": string("Parent directory under the base."),
-                    "relativePath": string("Path under the parent directory."),
-                },
-                "Host cgroup of the application; derived from priority and qos when unset.",
-            ),
-            "strategy": empty_obj("QoS strategy of the application (no fields yet)."),
-        },
-        "QoS management of an out-of-band application.",
-    )
-
-
-def node_slo_spec() -> Schema:
-    return obj(
-        {
-            "resourceUsedThresholdWithBE": resource_threshold_strategy(),
-            "resourceQOSStrategy": resource_qos_strategy(),
-            "cpuBurstStrategy": cpu_burst_strategy(),
-            "systemStrategy": system_strategy(),
-            "extensions": preserved("Third-party extensions."),
-            "hostApplications": array(host_application(), "Out-of-band applications on the node."),
-        },
-        "Desired SLO configuration of the node.",
     )

@@ -1,4 +1,4 @@
-"""CoschedulingArgs (scheduler-plugins names and defaults, reference §C.1)."""
+"""CoschedulingArgs (scheduler-plugins names and defaults, apis/config/v1/defaults.go)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""LoadAwareSchedulingArgs with Koordinator's field names, defaults and validation (reference §5).
+"""LoadAwareSchedulingArgs with Koordinator's field names, defaults and validation (koordinator
+pkg/scheduler/apis/config/types.go, v1/defaults.go, validation/).
 
 One addition: `scoringStrategy.type: MostUsed` scores the busiest node that is still
 under the thresholds highest (bin-packing); Koordinator only has LeastUsed (spreading).
@@ -12,9 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from common.api import constants as c
+from common.api.nodemetric import AggregationType
 from common.api.wire import GoDuration
-
-AggregationType = Literal["avg", "p50", "p90", "p95", "p99"]
 
 DEFAULT_RESOURCE_WEIGHTS = {c.RESOURCE_CPU: 1, c.RESOURCE_MEMORY: 1}
 DEFAULT_USAGE_THRESHOLDS = {c.RESOURCE_CPU: 65, c.RESOURCE_MEMORY: 95}

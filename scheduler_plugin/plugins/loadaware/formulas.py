@@ -1,4 +1,4 @@
-"""Koordinator's LoadAwareScheduling arithmetic as pure functions (reference §5).
+"""Koordinator's LoadAwareScheduling arithmetic as pure functions (koordinator pkg/scheduler/plugins/loadaware).
 
 Kept apart from the plugin so tests can check them with hand-computed numbers. Scalars
 for the estimator (per pod, once), numpy for the per-node filter and score, where arrays

@@ -1,5 +1,5 @@
 """LoadAwareScheduling: filter nodes whose estimated usage would cross the thresholds,
-score by estimated free load (Koordinator semantics, reference §5), vectorised over nodes.
+score by estimated free load (Koordinator's pkg/scheduler/plugins/loadaware/load_aware.go), vectorised over nodes.
 
 estimated usage = base + delta + incoming pod's estimate, where per node
   base  = prod usage (prod pod with prod thresholds), else aggregated usage (when
@@ -17,17 +17,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from common.api import constants as c
+from common.api.nodemetric_digest import stale_reports
 from common.api.pod import PriorityClass
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC, RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    Rejection,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.row_delta import RowDelta, row_delta
@@ -73,11 +68,9 @@ class LoadAwareScheduling:
         return RESOURCE_CHANGES | {NODE_METRIC}  # a NodeMetric report (load went down), or room appeared
 
     def _expired(self, rows: IndexArray) -> BoolArray:
-        """No updateTime, now − updateTime ≥ nodeMetricExpirationSeconds, or updateTime more than
-        MAX_CLOCK_SKEW_SECONDS ahead of now (a report from the future would otherwise stay fresh forever)."""
+        """The NodeMetrics of these rows too old for nodeMetricExpirationSeconds (`report_staleness`)."""
         now = self.handle.clock.now()
-        expired: BoolArray = (self.table.expires_at.take(rows) <= now) | (self.table.fresh_from.take(rows) > now)
-        return expired
+        return stale_reports(self.table.update_time.take(rows), now, self.args.node_metric_expiration_seconds)
 
     def sync_snapshot(self, snapshot: Snapshot) -> None:
         self.table.sync(snapshot)

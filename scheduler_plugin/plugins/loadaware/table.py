@@ -24,7 +24,6 @@ from numpy.typing import NDArray
 
 from common.api import constants as c
 from common.api.nodedigest import allocatable_with_raw
-from common.api.nodemetric import MAX_CLOCK_SKEW_SECONDS
 from common.api.nodemetric_digest import NodeMetricDigest
 from common.api.pod import PriorityClass
 from common.api.quantity import MAX_CONSUMER_UNITS
@@ -170,8 +169,7 @@ class LoadTable:
         self.limit_usage = np.full((r, rows), np.inf)
         self.limit_prod = np.full((r, rows), np.inf)
         self.limit_aggregated = np.full((r, rows), np.inf)
-        self.expires_at = np.full(rows, -np.inf)  # updateTime + nodeMetricExpirationSeconds; −inf: no time
-        self.fresh_from = np.full(rows, -np.inf)  # updateTime − MAX_CLOCK_SKEW_SECONDS (a report from the future)
+        self.update_time = np.full(rows, -np.inf)  # status.updateTime (epoch seconds); −inf: none
         self.has_prod_thr = flags()  # some prod threshold is not 0
         self.agg_filter_enabled = flags()
         self.usage_thr_on = flags()  # some usage threshold is not 0 (all 0: the filter is off)
@@ -328,8 +326,7 @@ class LoadTable:
 
     def _clear_load(self, i: int) -> None:
         self.has_metric[i] = self.has_status[i] = False
-        self.expires_at[i] = -np.inf
-        self.fresh_from[i] = -np.inf
+        self.update_time[i] = -np.inf
         for arr in (self.base_usage, self.base_agg_filter, self.base_agg_score, self.base_prod):
             arr[:, i] = 0
 
@@ -380,9 +377,7 @@ class LoadTable:
         assert row.prod_usage is not None and row.prod_delta is not None
         self.has_metric[i] = True
         self.has_status[i] = load.has_node_metric
-        expiration = self.args.node_metric_expiration_seconds
-        self.expires_at[i] = -np.inf if load.update_time is None else load.update_time + expiration
-        self.fresh_from[i] = -np.inf if load.update_time is None else load.update_time - MAX_CLOCK_SKEW_SECONDS
+        self.update_time[i] = -np.inf if load.update_time is None else load.update_time
         self.base_usage[:, i] = row.node_usage + row.delta if row.node_usage is not None else row.estimated
         self.base_agg_filter[:, i] = row.agg_filter + row.delta if row.agg_filter is not None else row.estimated
         self.base_agg_score[:, i] = row.agg_score + row.delta if row.agg_score is not None else row.estimated

@@ -21,7 +21,8 @@ from pydantic.alias_generators import to_camel
 
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import FilterResult, FrameworkHandle, PreFilterResult, WatchedResource
+from scheduler_plugin.framework.filterresult import FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import IndexArray, Snapshot

@@ -20,7 +20,8 @@ from pydantic.alias_generators import to_camel
 from common.api import constants as c
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import RESOURCE_CHANGES
-from scheduler_plugin.framework.interfaces import ALL_PASS, FilterResult, FrameworkHandle, PreFilterResult, Rejection
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.row_delta import RowDelta, row_delta, stack

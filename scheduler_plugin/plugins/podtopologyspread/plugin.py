@@ -38,15 +38,8 @@ from scheduler_plugin.framework.events import (
     NODE_CHANGES,
     NODE_DELETE,
 )
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    MAX_NODE_SCORE,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    Rejection,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import MAX_NODE_SCORE, FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.podmatch import Domains, PodFilter, domains_of, selector_matcher
 from scheduler_plugin.framework.registry import plugin_args

@@ -25,7 +25,7 @@ import numpy as np
 
 from common.api.csimigration import MIGRATION_ON
 from common.api.storage import PersistentVolume, PersistentVolumeClaim, StorageCapacity, VolumeAffinity
-from scheduler_plugin.framework.interfaces import FilterResult, Rejection
+from scheduler_plugin.framework.filterresult import FilterResult, Rejection
 from scheduler_plugin.framework.snapshot import BoolArray, IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.storage import (

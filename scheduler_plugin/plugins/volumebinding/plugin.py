@@ -28,13 +28,8 @@ from scheduler_plugin.framework.events import (
     PERSISTENT_VOLUME_CLAIM,
     STORAGE_CLASS,
 )
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    FrameworkHandle,
-    PreFilterResult,
-    WatchedResource,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult
+from scheduler_plugin.framework.interfaces import FrameworkHandle, PreFilterResult, WatchedResource
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.registry import plugin_args
 from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot

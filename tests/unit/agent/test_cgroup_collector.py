@@ -25,7 +25,7 @@ from agent.series import (
     SeriesKey,
 )
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
+from tests.fakes.cgroup_trees import BatchCountingReader, CgroupValues, FakeCgroupTree, MiB, Psi, make_pod
 
 V1, V2 = CgroupVersion.V1, CgroupVersion.V2
 SYSTEMD, CGROUPFS = CgroupDriver.SYSTEMD, CgroupDriver.CGROUPFS

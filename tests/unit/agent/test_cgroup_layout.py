@@ -7,7 +7,7 @@ import pytest
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion, detect_layout
 from agent.collectors.pods import split_container_id, valid_pod_uid
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import FakeCgroupTree
+from tests.fakes.cgroup_trees import FakeCgroupTree
 
 UID = "0f1e2d3c-aaaa-bbbb-cccc-000011112222"
 CID = "a" * 64

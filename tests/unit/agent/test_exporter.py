@@ -19,7 +19,6 @@ from agent.exporter import (
     AgentTimings,
     Exporter,
     ExportInput,
-    Family,
     NodeSelfState,
     WindowText,
     raw_name,
@@ -29,6 +28,7 @@ from agent.exporter import (
     render_windows,
     window_names,
 )
+from agent.exposition import Family
 from agent.report import PodIdentity, ReportPolicy, aggregate, wants_window_quantiles
 from agent.sampler import Sampler
 from agent.series import (

@@ -43,7 +43,7 @@ from agent.collectors.cgroup_layout import CgroupDriver, CgroupVersion
 from common.api.pod import KubeQoSClass
 from agent.config import AgentSettings
 from agent.main import NodeAgent
-from tests.unit.agent.fake_trees import FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import FakeCgroupTree, ProcValues, make_pod, write_proc
 
 async def run(tmp: Path) -> None:
     write_proc(tmp / "proc", ProcValues())  # no driver/nvidia: the GPU collector stays off

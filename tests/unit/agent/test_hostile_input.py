@@ -38,11 +38,12 @@ from agent.series import (
 )
 from common.api.pod import KubeQoSClass
 from common.api.quantity import MAX_CONSUMER_UNITS
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.infiniband import set_counters, write_hca, write_port
+from tests.fakes.netdev import line
 from tests.unit.agent.sampling import cycle, sampler_of
 from tests.unit.agent.test_infiniband_collector import key as ib_key
-from tests.unit.agent.test_infiniband_collector import set_counters, write_hca, write_port
-from tests.unit.agent.test_netdev_collector import FakeLinks, line, write_net_dev
+from tests.unit.agent.test_netdev_collector import FakeLinks, write_net_dev
 
 U64 = 2**64
 HUGE = "9" * 400  # float() of it is inf; int / 1e9 of it raises OverflowError

@@ -24,7 +24,7 @@ from agent.exporter import AgentTimings, render_self, render_windows
 from agent.pipeline import NodePipeline
 from agent.report import PodIdentity, ReportPolicy
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 GOLDEN = Path(__file__).parent / "golden" / "metrics.txt"
 NET_DEV = (

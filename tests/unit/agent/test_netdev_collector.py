@@ -31,13 +31,9 @@ from agent.collectors.netdev import (
     sysfs_links,
 )
 from agent.series import Kind, Sample, SeriesKey
+from tests.fakes.netdev import HEADER, line
 from tests.unit.agent.sampling import cycle
 
-HEADER = (
-    "Inter-|   Receive                                                |  Transmit\n"
-    " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier "
-    "compressed\n"
-)
 IFF_LOOPBACK = 0x8
 
 
@@ -49,10 +45,6 @@ def logged(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[
     return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno >= level]
 
 
-def line(name: str, rx: int = 0, rx_packets: int = 0, tx: int = 0, tx_packets: int = 0, **more: int) -> str:
-    fields = [rx, rx_packets, more.get("rx_errs", 0), more.get("rx_drop", 0), 0, 0, 0, 0]
-    fields += [tx, tx_packets, more.get("tx_errs", 0), more.get("tx_drop", 0), 0, 0, 0, 0]
-    return f"{name:>6}: " + " ".join(str(f) for f in fields) + "\n"
 
 
 def write_net_dev(proc: Path, *lines: str) -> None:

@@ -20,7 +20,7 @@ from agent.series import (
     Kind,
     Sample,
 )
-from tests.unit.agent.fake_trees import ProcValues, Psi, write_proc
+from tests.fakes.cgroup_trees import ProcValues, Psi, write_proc
 
 
 def by_metric(samples) -> dict[str, Sample]:

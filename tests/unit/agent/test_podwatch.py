@@ -16,7 +16,7 @@ from agent.collectors.pods import ContainerRef
 from agent.inotify import DirectoryWatch
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
 CID = "containerd://" + "ab" * 32
 

@@ -13,6 +13,7 @@ import pytest
 from agent.prediction.models import Prediction, node_item_uid
 from agent.prediction.predictor import node_allocatable, predicted_pod
 from agent.prediction.reclaimable import PredictedPod, ReclaimPolicy, Resources, prod_reclaimable
+from tests.objects import rfc3339
 
 NOW = 1_800_000_000.0
 MI, GI = 1 << 20, 1 << 30
@@ -20,18 +21,12 @@ HOUR = 3600.0
 PROD_MIN, BATCH_MIN, BATCH_MAX = 9000, 5000, 5999
 
 
-def iso(t: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def pod(uid: str, cpu: str, memory: str, age: float, *, priority: int | None = None, deleted: bool = False,
         batch: bool = False) -> dict[str, Any]:  # fmt: skip
     names = ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory") if batch else ("cpu", "memory")
-    meta: dict[str, Any] = {"uid": uid, "name": uid, "namespace": "default", "creationTimestamp": iso(NOW - age)}
+    meta: dict[str, Any] = {"uid": uid, "name": uid, "namespace": "default", "creationTimestamp": rfc3339(NOW - age)}
     if deleted:
-        meta["deletionTimestamp"] = iso(NOW)
+        meta["deletionTimestamp"] = rfc3339(NOW)
     spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {names[0]: cpu, names[1]: memory}}}]}
     if priority is not None:
         spec["priority"] = priority

@@ -41,7 +41,7 @@ from agent.series import (
 )
 from agent.store import build_report
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 
 class Scripted:

@@ -14,7 +14,7 @@ from agent.config import AgentSettings
 from agent.main import NodeAgent, cluster_configured
 from agent.podwatch import CgroupPodDiscovery, LocalPods
 from common.api.pod import KubeQoSClass
-from tests.unit.agent.fake_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
+from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, ProcValues, make_pod, write_proc
 
 INTERVAL = 0.2
 

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from common.kube.eviction import eviction_body
 from common.kube.http import KubeError
 from common.ratelimit import TokenBucket
-from scheduler_plugin.descheduler.evictor import Evictor, eviction_body
+from scheduler_plugin.descheduler.evictor import Evictor
 from scheduler_plugin.descheduler.metrics import EVICTIONS
 from scheduler_plugin.descheduler.model import PlannedEviction
 from tests.fakeclock import FakeClock

@@ -42,7 +42,7 @@ def test_hot_node_drained_in_order_until_under_threshold_and_not_one_more() -> N
         "node is overutilized, node cpu usage(85.00%)>threshold(75.00%)",
         "node is overutilized, node cpu usage(82.00%)>threshold(75.00%)",
     ]
-    assert plan.evictions[0].event_message == (
+    assert descheduled_event_message(plan.evictions[0].node_name, plan.evictions[0].reason) == (
         'Pod evicted from node "n1" by the reason "node is overutilized, node cpu usage(85.00%)>threshold(75.00%)"'
     )
     # Replacements are accounted on the least-loaded idle node each time: a -> n2, then c -> n3.

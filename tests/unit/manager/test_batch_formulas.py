@@ -1,4 +1,5 @@
-"""Batch resources against hand-computed numbers (reference §4.1).
+"""Batch resources against hand-computed numbers (koordinator
+pkg/slo-controller/noderesource/plugins/util/util.go).
 
 The common node: capacity 10 cores / 20 GB, allocatable 9 cores / 18 GB (kubelet reserved
 1000m / 2 GB), defaults 60/65 -> safety margin 4000m / 7 GB.

@@ -21,7 +21,7 @@ from manager.controller import Controller
 from manager.main import main
 from manager.noderesource.model import BatchStrategy, BatchVerdict
 from manager.objects import NODE_METRIC, SpecWriter
-from tests.objects import MakeNodeMetric
+from tests.objects import MakeNodeMetric, rfc3339
 from tests.unit.manager.fakes import FakeHTTP
 
 GI = 1024**3
@@ -67,7 +67,7 @@ def nodemetric(name: str, *, updated: datetime, web_cpu: str = "1", system_cpu: 
         "metadata": {"name": name, "resourceVersion": "5"},
         "spec": {},
         "status": {
-            "updateTime": updated.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "updateTime": rfc3339(updated),
             "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": "1Gi"}}},
             "podsMetric": [
                 {

@@ -1,4 +1,4 @@
-"""Degrade (stale NodeMetric, disabled colocation) and the Node status update throttle (reference §4.2)."""
+"""Degrade (stale NodeMetric, disabled colocation) and the Node status update throttle (koordinator pkg/slo-controller/noderesource)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Merge semantics (MergeCfg), first-match node selection and the node's own overrides (reference §2)."""
+"""Merge semantics (MergeCfg), first-match node selection and the node's own overrides (koordinator pkg/util/sloconfig)."""
 
 from __future__ import annotations
 

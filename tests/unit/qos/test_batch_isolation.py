@@ -19,7 +19,7 @@ from agent.qos.batch_isolation import BatchIsolator, RoundResult
 from agent.qos.batch_resource import NodeLimits
 from common.api.pod import KubeQoSClass as QoSClass
 from common.kube.events import EventRecorder
-from tests.unit.agent.fake_trees import FakeCgroupTree, make_pod
+from tests.fakes.cgroup_trees import FakeCgroupTree, make_pod
 from tests.unit.manager.fakes import FakeHTTP
 
 MI = 1024**2

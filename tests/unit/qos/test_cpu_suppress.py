@@ -1,4 +1,4 @@
-"""BE CPU suppress, cfsQuota steps and hysteresis, cpuset sizing (reference §3.5), hand-computed.
+"""BE CPU suppress, cfsQuota steps and hysteresis, cpuset sizing (koordlet's cpusuppress plugin), hand-computed.
 
 Node: 16 cores (16000m); for cfsQuota the 1 % bypass band is 16 * 100000 * 0.01 = 16000 µs
 and the per-round increase limit 16 * 100000 * 0.1 = 160000 µs.

@@ -1,4 +1,4 @@
-"""BE memory eviction, hand-computed (reference §3.5).
+"""BE memory eviction, hand-computed (koordlet's memoryevict plugin).
 
 Node: 200 GB. At 145 GB used, usage = int(145 * 100 / 200) = 72 %; with threshold 70 and the
 default lower 68, release = 200 GB * (72 - 68) / 100 = 8 GB.

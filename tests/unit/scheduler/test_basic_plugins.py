@@ -9,7 +9,7 @@ import pytest
 
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
-from scheduler_plugin.framework.interfaces import FilterResult
+from scheduler_plugin.framework.filterresult import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import scheduling_cycle

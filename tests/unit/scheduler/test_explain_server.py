@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler_plugin import explain
+from common.cli import explain
 
 
 def _closed_port() -> int:

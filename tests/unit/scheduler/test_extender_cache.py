@@ -6,7 +6,7 @@ from prometheus_client import REGISTRY
 
 from common.kube.http import KubeHTTP
 from common.kube.kubeconfig import ClusterAccess
-from scheduler_plugin.extender.cache import ASSIGNED_PODS, ClusterCache
+from scheduler_plugin.extender.cache import ASSIGNED_PODS, ExtenderCache
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
 from tests.unit.scheduler.builders import node, node_metric, pod
@@ -18,8 +18,8 @@ def malformed_count(kind: str, reason: str) -> float:
     return value
 
 
-def make_cache() -> ClusterCache:
-    return ClusterCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), resources=[NODE_METRICS])
+def make_cache() -> ExtenderCache:
+    return ExtenderCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), resources=[NODE_METRICS])
 
 
 def test_events_feed_the_snapshot() -> None:

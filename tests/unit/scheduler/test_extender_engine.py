@@ -17,7 +17,7 @@ from scheduler_plugin.extender.engine import ExtenderEngine, InvalidPod, PluginE
 from scheduler_plugin.extender.profiles import extender_frameworks
 from scheduler_plugin.extender.wire import ExtenderArgs, parse_args
 from scheduler_plugin.framework.clock import FakeClock
-from scheduler_plugin.framework.interfaces import FilterResult
+from scheduler_plugin.framework.filterresult import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware import NAME as LOADAWARE

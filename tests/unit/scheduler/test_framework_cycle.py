@@ -14,14 +14,8 @@ from scheduler_plugin.framework.binder import InMemoryBinder
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.diagnosis import Diagnosis
-from scheduler_plugin.framework.interfaces import (
-    ALL_PASS,
-    FilterResult,
-    PostFilterResult,
-    PreFilterResult,
-    Rejection,
-    default_normalize_score,
-)
+from scheduler_plugin.framework.filterresult import ALL_PASS, FilterResult, Rejection
+from scheduler_plugin.framework.interfaces import PostFilterResult, PreFilterResult, default_normalize_score
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import (

@@ -1,4 +1,4 @@
-"""Koordinator's LoadAwareScheduling arithmetic (reference §5), checked with hand-computed numbers."""
+"""Koordinator's LoadAwareScheduling arithmetic (koordinator pkg/scheduler/plugins/loadaware), checked with hand-computed numbers."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler_plugin import explain
+from common.cli import explain
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.main import main as scheduler_main
 from scheduler_plugin.server.options import client_limits_from, leader_election_from

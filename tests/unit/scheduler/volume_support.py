@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from scheduler_plugin.framework.cycle_state import CycleState
-from scheduler_plugin.framework.interfaces import FilterResult
+from scheduler_plugin.framework.filterresult import FilterResult
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Status

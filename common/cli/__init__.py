@@ -1,6 +1,7 @@
-"""`loadline`: one command, one subcommand per component.
+"""`loadline`: one command, one subcommand per component, plus the cluster CLIs.
 
-Each subcommand lives in its component's package as `<package>/main.py` exposing
+Each component's subcommand lives in its package as `<package>/main.py`; the cluster CLIs, which read
+the cluster and run nowhere in particular (`top`, `explain`), live in this package. Each exposes
 `main(argv) -> int`; this table is the only place that lists them.
 """
 
@@ -32,8 +33,8 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "descheduler": Subcommand(
         "scheduler_plugin.descheduler.main", "LowNodeLoad descheduler: drains hot nodes through the Eviction API"
     ),
-    "explain": Subcommand("scheduler_plugin.explain", "why a pod went where it went, or why it is pending"),
-    "top": Subcommand("agent.top", "nodes by real load from NodeMetrics: usage, p95, batch, low/normal/hot class"),
+    "explain": Subcommand("common.cli.explain", "why a pod went where it went, or why it is pending"),
+    "top": Subcommand("common.cli.top", "nodes by real load from NodeMetrics: usage, p95, batch, low/normal/hot class"),
 }
 
 
@@ -113,6 +114,3 @@ def main(argv: list[str] | None = None) -> int:
     result = entry(rest)  # type: ignore[operator]
     return int(result or 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

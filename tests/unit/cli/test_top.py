@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import time
 from typing import Any
 
 import pytest
 
-from agent.top import NodeRow, build_rows, classify, main, render_table, sort_rows
 from common.api.wire import GoDuration
+from common.cli.top import NodeRow, build_rows, main, render_table, sort_rows
+from scheduler_plugin.descheduler.args import LowNodeLoadArgs
+from tests.objects import rfc3339
 
 GiB = 1024**3
 
@@ -22,10 +24,12 @@ def node(name: str, cpu: str = "8", memory: str = "32Gi", batch_cpu: str | None 
 
 
 def metric(
-    name: str, cpu: str, memory: str, p95_cpu: str = "1", windows: tuple[str, ...] = ("5m0s",)
-) -> dict[str, Any]:
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    name: str, cpu: str, memory: str, p95_cpu: str = "1", windows: tuple[str, ...] = ("5m0s",), *,
+    system_cpu: str | None = None, updated: float | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    now = rfc3339(updated)
     usage = {"resources": {"cpu": cpu, "memory": memory}}
+    system = {"resources": {"cpu": system_cpu or cpu, "memory": memory}}
     aggregated = [
         {"duration": w, "usage": {"p95": {"resources": {"cpu": p95_cpu if i == 0 else "7", "memory": memory}}}}
         for i, w in enumerate(windows)
@@ -36,7 +40,7 @@ def metric(
         "metadata": {"name": name},
         "status": {
             "updateTime": now,
-            "nodeMetric": {"nodeUsage": usage, "aggregatedNodeUsages": aggregated, "systemUsage": usage},
+            "nodeMetric": {"nodeUsage": usage, "aggregatedNodeUsages": aggregated, "systemUsage": system},
         },
     }
 
@@ -78,11 +82,26 @@ def test_rows_classes_and_batch() -> None:
     assert by["new"].cpu_cores is None and by["new"].batch_cpu_allocatable_cores is None
 
 
-def test_classify_by_thresholds() -> None:
-    row = NodeRow("n", cpu_cores=5, cpu_allocatable_cores=10, memory_bytes=1, memory_allocatable_bytes=10)
-    assert classify(row, {"cpu": 45, "memory": 55}, {"cpu": 75, "memory": 80}) == "normal"  # cpu 50 %
-    assert classify(row, {"cpu": 60, "memory": 55}, {"cpu": 75}) == "low"
-    assert classify(row, {"cpu": 60}, {"cpu": 40}) == "hot"
+def test_the_class_is_the_descheduler_s() -> None:
+    """Classified by the descheduler's classification: its usage (systemUsage + pods), deviation thresholds and
+    NodeMetric expiry, not a copy of it."""
+    nodes = [node("cold"), node("warm"), node("hot"), node("busy"), node("stale")]
+    metrics = [
+        metric("cold", "1", "4Gi"),
+        metric("warm", "4", "16Gi"),
+        metric("hot", "7", "8Gi"),
+        metric("busy", "1", "4Gi", system_cpu="7"),  # nodeUsage says idle; the descheduler reads system + pods
+        metric("stale", "1", "4Gi", updated=time.time() - 3600),  # expired: the descheduler skips the node
+    ]
+    malformed = {"metadata": {"name": "m", "namespace": "x", "creationTimestamp": "yesterday"}, "spec": {"nodeName": "cold"}}
+    classes = {r.name: r.load_class for r in build_rows(nodes, metrics, [malformed], window=None)}
+    assert classes == {"cold": "low", "warm": "normal", "hot": "hot", "busy": "hot", "stale": "unknown"}
+    # deviation thresholds: distances from the pool's mean usage (cpu 50 %, memory 29 % without busy and stale)
+    deviation = LowNodeLoadArgs(
+        use_deviation_thresholds=True, low_thresholds={"cpu": 10, "memory": 10}, high_thresholds={"cpu": 10, "memory": 10}
+    )
+    rows = build_rows(nodes[:3], metrics[:3], [], window=None, args=deviation)
+    assert {r.name: r.load_class for r in rows} == {"cold": "low", "warm": "hot", "hot": "hot"}
 
 
 def test_sorting_and_output() -> None:

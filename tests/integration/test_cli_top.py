@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness.controlplane import ControlPlane
+from tests.objects import rfc3339
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def status(cpu: str, memory: str, p95_cpu: str) -> dict[str, Any]:
     usage = {"resources": {"cpu": cpu, "memory": memory}}
     return {
-        "updateTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "updateTime": rfc3339(),
         "nodeMetric": {
             "nodeUsage": usage,
             "systemUsage": usage,
@@ -71,27 +71,15 @@ def test_top_lists_nodes_by_real_load(
     )
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env["PYTHONPATH"] = str(REPO)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "common",
-            "top",
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "-o",
-            "json",
-            "--sort-by",
-            "cpu",
-        ],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+
+    def top(*args: str) -> subprocess.CompletedProcess[str]:
+        """The real CLI, as a user runs it."""
+        command = [sys.executable, "-m", "common", "top", "--kubeconfig", str(cluster.kubeconfig), *args]
+        done = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    result = top("-o", "json", "--sort-by", "cpu")
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert rows[hot]["load_class"] == "hot" and rows[cold]["load_class"] == "low"
     assert rows[hot]["cpu_cores"] == 7.0 and rows[hot]["p95_cpu_cores"] == 7.5
@@ -99,15 +87,6 @@ def test_top_lists_nodes_by_real_load(
     assert rows[cold]["batch_memory_used_bytes"] == 1024**3
     order = [r["name"] for r in json.loads(result.stdout) if r["name"] in (cold, hot)]
     assert order == [hot, cold]  # --sort-by cpu: largest first
-    table = subprocess.run(
-        [sys.executable, "-m", "common", "top", "--kubeconfig", str(cluster.kubeconfig)],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert table.returncode == 0, table.stderr
+    table = top()
     line = next(line for line in table.stdout.splitlines() if line.startswith(hot + " "))
     assert line.split()[1:6] == ["7.00", "88%", "8.0GiB", "25%", "7.50"] and line.split()[-1] == "hot"

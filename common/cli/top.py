@@ -3,9 +3,11 @@
 Per node: usage (NodeMetric `nodeUsage`) against allocatable, the p95 over a chosen window
 (`aggregatedNodeUsages`), batch allocatable (`kubernetes.io/batch-cpu`/`batch-memory` in the Node's
 allocatable, set by the manager) and what running pods request of it, and the class the LowNodeLoad descheduler
-would give it: hot above a high threshold in any resource, low below the low thresholds in every one, normal
-otherwise (thresholds: percentages of allocatable, `--low`/`--high` or a descheduler args file; the chart's
-defaults otherwise).
+gives it, computed by the descheduler's own classification (scheduler_plugin/descheduler/classify.py): its
+usage (systemUsage + the pods' usage), node pools, deviation and prod thresholds, expired NodeMetrics. Hot above
+a high threshold in any resource, low below the low thresholds in every one, normal otherwise; unknown when the
+descheduler would skip the node. Thresholds: a descheduler args file (`--descheduler-config`), or `--low`/`--high`
+percentages of allocatable (the chart's defaults otherwise).
 
     loadline top [--window 5m] [--sort-by cpu] [-o wide|json] [--kubeconfig FILE]
 """
@@ -16,15 +18,17 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from agent.humanize import human_bytes, human_cores
 from common.api.constants import BATCH_CPU, BATCH_MEMORY
-from common.api.nodemetric import NodeMetric, ResourceMap
+from common.api.nodemetric_digest import Usage, digest_node_metric
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
+from common.humanize import human_bytes, human_cores
+from scheduler_plugin.descheduler.args import LowNodeLoadArgs
 
 NODES_PATH = "/api/v1/nodes"
 NODEMETRICS_PATH = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
@@ -32,8 +36,9 @@ PODS_PATH = "/api/v1/pods"
 # The chart's LowNodeLoad thresholds (deploy/helm/loadline/values.yaml), percent of allocatable.
 DEFAULT_LOW = {"cpu": 45.0, "memory": 55.0}
 DEFAULT_HIGH = {"cpu": 75.0, "memory": 80.0}
+T = TypeVar("T")
 SORT_KEYS = ("name", "cpu", "memory", "p95-cpu", "p95-memory", "batch-cpu", "batch-memory", "class")
-CLASSES = ("low", "normal", "hot", "unknown")
+CLASSES = ("low", "prod-low", "normal", "prod-hot", "hot", "unknown")
 
 
 @dataclass
@@ -75,23 +80,13 @@ def _quantity(value: Any) -> float | None:
         return None
 
 
-def _resource(rmap: ResourceMap | None, name: str) -> float | None:
-    if rmap is None or not rmap.resources or name not in rmap.resources:
-        return None
-    return rmap.resources[name].as_float()
+def _cores(usage: Usage | None) -> float | None:
+    """A digest's cpu (milli-cores, Koordinator's vector unit) in cores."""
+    return usage["cpu"] / 1000 if usage and "cpu" in usage else None
 
 
-def classify(row: NodeRow, low: Mapping[str, float], high: Mapping[str, float]) -> str:
-    """LowNodeLoad's classes: hot if any resource is above its high threshold, low if every resource with a low
-    threshold is below it, normal otherwise; unknown without usage."""
-    percents = {r: row.percent(r) for r in ("cpu", "memory")}
-    if any(p is None for r, p in percents.items() if r in low or r in high):
-        return "unknown"
-    if any(percents[r] is not None and percents[r] > t for r, t in high.items() if r in percents):  # type: ignore[operator]
-        return "hot"
-    if low and all(percents[r] is not None and percents[r] < t for r, t in low.items() if r in percents):  # type: ignore[operator]
-        return "low"
-    return "normal"
+def _bytes(usage: Usage | None) -> float | None:
+    return float(usage["memory"]) if usage and "memory" in usage else None
 
 
 def build_rows(
@@ -100,8 +95,8 @@ def build_rows(
     pods: Sequence[Mapping[str, Any]],
     *,
     window: GoDuration | None,
-    low: Mapping[str, float] = DEFAULT_LOW,
-    high: Mapping[str, float] = DEFAULT_HIGH,
+    args: LowNodeLoadArgs | None = None,
+    now: float | None = None,
 ) -> list[NodeRow]:
     from common.api.pod import pod_requests
 
@@ -121,20 +116,14 @@ def build_rows(
         raw = by_name.get(name)
         if raw is None:
             continue
-        try:
-            metric = NodeMetric.from_wire(raw)
-        except ValueError:
+        load = digest_node_metric(raw)
+        if load.problem is not None:
             continue  # unusable: shown without usage (class unknown)
-        info = metric.status.node_metric if metric.status else None
-        if info is not None:
-            row.cpu_cores = _resource(info.node_usage, "cpu")
-            row.memory_bytes = _resource(info.node_usage, "memory")
-            row.system_cpu_cores = _resource(info.system_usage, "cpu")
-            row.system_memory_bytes = _resource(info.system_usage, "memory")
-        p95 = metric.aggregated_node_usage("p95", window)
-        row.p95_cpu_cores = _resource(p95, "cpu")
-        row.p95_memory_bytes = _resource(p95, "memory")
-        row.update_age_seconds = metric.update_age_seconds()
+        row.cpu_cores, row.memory_bytes = _cores(load.node_usage), _bytes(load.node_usage)
+        row.system_cpu_cores, row.system_memory_bytes = _cores(load.system_usage), _bytes(load.system_usage)
+        p95 = load.aggregated_usage("p95", window.seconds if window is not None else None)
+        row.p95_cpu_cores, row.p95_memory_bytes = _cores(p95), _bytes(p95)
+        row.update_age_seconds = None if load.update_time is None else time.time() - load.update_time
     for pod in pods:
         on = rows.get(str((pod.get("spec") or {}).get("nodeName") or ""))
         if on is None or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
@@ -148,9 +137,45 @@ def build_rows(
             on.batch_cpu_used_cores += requests[BATCH_CPU].as_float() / 1000
         if BATCH_MEMORY in requests:
             on.batch_memory_used_bytes += requests[BATCH_MEMORY].as_float()
+    classes = load_classes(nodes, metrics, pods, args or default_args(), time.time() if now is None else now)
     for row in rows.values():
-        row.load_class = classify(row, low, high)
+        row.load_class = classes.get(row.name, "unknown")
     return list(rows.values())
+
+
+def default_args(low: Mapping[str, float] = DEFAULT_LOW, high: Mapping[str, float] = DEFAULT_HIGH) -> LowNodeLoadArgs:
+    return LowNodeLoadArgs(low_thresholds=dict(low), high_thresholds=dict(high))
+
+
+def load_classes(
+    nodes: Sequence[Mapping[str, Any]],
+    metrics: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    args: LowNodeLoadArgs,
+    now: float,
+) -> dict[str, str]:
+    """Node → the class the descheduler's round would give it now (nodes it would skip are left out)."""
+    from scheduler_plugin.descheduler.adapters import malformed_problem, node_snapshot, pod_snapshot, round_node_metric
+    from scheduler_plugin.descheduler.classify import classify_pools, pods_by_node
+
+    digests = (digest_node_metric(m) for m in metrics)
+    usable = {d.node_name: round_node_metric(d) for d in digests if malformed_problem(d) is None}
+    snapshots, pod_snapshots = _readable(node_snapshot, nodes), _readable(pod_snapshot, pods)
+    classes: dict[str, str] = {}
+    for found in classify_pools(args, snapshots, usable, pods_by_node(pod_snapshots), now=now):
+        classes.update(found.class_names())
+    return classes
+
+
+def _readable(convert: Callable[[Mapping[str, Any]], T], objects: Sequence[Mapping[str, Any]]) -> list[T]:
+    """The objects the descheduler can read; it leaves a malformed one out of its round, and so does top."""
+    out = []
+    for obj in objects:
+        try:
+            out.append(convert(obj))
+        except Exception:  # as scheduler_plugin/descheduler/inputs.py: any error makes the object "malformed"
+            continue
+    return out
 
 
 def sort_rows(rows: list[NodeRow], key: str) -> list[NodeRow]:
@@ -233,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="loadline top",
         description="Nodes by their real load, from NodeMetrics: usage, p95 over a window, batch allocatable and "
-        "used, and the LowNodeLoad class (low / normal / hot).",
+        "used, and the class the LowNodeLoad descheduler gives the node (low / prod-low / normal / prod-hot / hot; "
+        "unknown when it would skip the node, e.g. its NodeMetric expired).",
     )
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     parser.add_argument(
@@ -256,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--descheduler-config",
         metavar="FILE",
-        help="take the thresholds from this LowNodeLoad args file (the default pool's)",
+        help="classify as the descheduler with this LowNodeLoad args file does (its node pools and thresholds; "
+        "--low/--high are then ignored)",
     )
     return parser
 
@@ -281,15 +308,15 @@ async def fetch(kubeconfig: str | None) -> tuple[list[Any], list[Any], list[Any]
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     low, high = _thresholds(args.low, DEFAULT_LOW, "--low"), _thresholds(args.high, DEFAULT_HIGH, "--high")
+    lowload = default_args(low, high)
     if args.descheduler_config:
         from scheduler_plugin.descheduler.config import load_args_file
 
         try:
-            config = load_args_file(args.descheduler_config)
+            lowload = load_args_file(args.descheduler_config)
         except (OSError, ValueError) as exc:
             print(f"loadline top: {exc}", file=sys.stderr)
             return 2
-        low, high = dict(config.low_thresholds) or low, dict(config.high_thresholds) or high
     try:
         window = GoDuration.parse(args.window) if args.window else None
     except ValueError as exc:
@@ -309,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KubeError, OSError) as exc:
         print(f"loadline top: {exc}", file=sys.stderr)
         return 1
-    rows = sort_rows(build_rows(nodes, metrics, pods, window=window, low=low, high=high), args.sort_by)
+    rows = sort_rows(build_rows(nodes, metrics, pods, window=window, args=lowload), args.sort_by)
     if args.output == "json":
         print(json.dumps([asdict(r) for r in rows], indent=2))
     else:

@@ -1,0 +1,7 @@
+"""`python -m common.cli`: the `loadline` command."""
+
+import sys
+
+from common.cli import main
+
+sys.exit(main())
