@@ -162,7 +162,7 @@ async def _serve_and_call() -> None:
 
 
 # ----------------------------------------------------------------------------- hostile input
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from common.api.colocation import check_profile  # noqa: E402
@@ -179,6 +179,7 @@ SHAPED = st.recursive(JSON_VALUES, lambda inner: st.dictionaries(KEYS, inner, ma
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(obj={"spec": {"resources": 1}}, webhook="validate-pod", operation="CREATE")  # PodLevelResources not an object
 @given(obj=SHAPED, webhook=st.sampled_from(["mutate-pod", "validate-pod", "validate-profile"]),
        operation=st.sampled_from(["CREATE", "UPDATE"]))  # fmt: skip
 def test_any_object_gets_an_answer_never_an_exception(obj: Any, webhook: str, operation: str) -> None:
