@@ -5,6 +5,12 @@ Paginated LIST, then WATCH from the list's resourceVersion with bookmarks; a 410
 events, so consumers see every change exactly once per state. When the API server
 goes away the reflector keeps its store, backs off with jitter and logs once per state
 change, not once per attempt.
+
+One object never stops the watch: a document nested too deep to decode arrives with the deep part
+cut (`common.kube.http.PrunedJSON`) and its object is reported as malformed; a handler that raises
+on an object reports that object. A watch that cannot make progress (failing lists or watches for
+`STALL_SECONDS`) shows in `loadline_kube_watch_failing_seconds` and in `stalled()`, which the
+components' /readyz and /healthz read.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from typing import Any, Literal
 
 from prometheus_client import Counter, Gauge
 
-from common.kube.http import JSON, KubeError, KubeHTTP
+from common.api.malformed import MalformedObjectError, MalformedReason
+from common.kube.http import JSON, MAX_JSON_DEPTH, KubeError, KubeHTTP, PrunedJSON
+from common.kube.malformed import MalformedObjects
 
 log = logging.getLogger("loadline.reflector")
 
@@ -29,6 +37,22 @@ WATCH_ERRORS = Counter("loadline_kube_watch_errors_total", "List/watch failures 
 RELISTS = Counter("loadline_kube_relists_total", "Full re-lists by resource", ["resource"])
 HANDLER_ERRORS = Counter("loadline_kube_handler_errors_total", "Event handlers that raised, by resource", ["resource"])
 OBJECTS = Gauge("loadline_kube_objects", "Objects held in the reflector's store", ["resource"])
+FAILING_SECONDS = Gauge(
+    "loadline_kube_watch_failing_seconds",
+    "Seconds since the list/watch of a resource last made progress while it keeps failing (0: healthy)",
+    ["resource"],
+)
+
+# Relists after a failure wait INITIAL_BACKOFF_SECONDS, doubling to the reflector's max, each times a jitter in
+# [0.5, 1.5) so that every process of a cluster does not re-list together after an API server restart.
+INITIAL_BACKOFF_SECONDS = 0.5
+# A watch failing this long without progress is stalled: an API server restart or a leader change takes seconds,
+# a minute of nothing is a component that serves stale state.
+STALL_SECONDS = 60.0
+
+# Objects reported by the reflectors of this process (decode failures, handlers that raised): one log line and one
+# count per object version, whichever reflector sees it.
+UNREADABLE = MalformedObjects()
 
 
 # CPython's cyclic garbage collector runs its youngest generation every 700 allocations, and the older ones
@@ -105,6 +129,11 @@ class Reflector:
         self.resource_version = ""
         self._handlers: list[Handler] = []
         self._healthy = True
+        self.kind = self.name  # the object kind for malformed-object reports, from the first list's answer
+        self._backoff = INITIAL_BACKOFF_SECONDS
+        self._failing_since: float | None = None
+        self._last_error = ""
+        self._running = False
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -113,17 +142,35 @@ class Reflector:
         for handler in self._handlers:
             try:
                 handler(kind, obj, old)
-            except Exception:  # a consumer bug must not stop the watch for everyone
+            except Exception as exc:  # this object's problem (or a consumer's bug): never the watch's
                 HANDLER_ERRORS.labels(self.name).inc()
-                log.exception("handler failed for %s %s", kind, object_key(obj))
+                if UNREADABLE.report(self._kind_of(obj), object_key(obj), obj, exc):
+                    log.exception("handler failed for %s %s", kind, object_key(obj))
+
+    def _kind_of(self, obj: JSON) -> str:
+        kind = obj.get("kind")
+        return kind if isinstance(kind, str) and kind else self.kind
+
+    def _report_pruned(self, obj: JSON) -> None:
+        depth = MalformedObjectError(
+            f"nested deeper than {MAX_JSON_DEPTH} levels: the deeper part is ignored",
+            reason=MalformedReason.TOO_DEEP,
+        )
+        UNREADABLE.report(self._kind_of(obj), object_key(obj), obj, depth)
 
     async def _list(self) -> None:
         items: dict[str, JSON] = {}
         params: dict[str, str | int] = {**self.selectors, "limit": self.page_size}
         while True:
             page = await self.http.get(self.path, **params)
+            listed = page.get("kind")
+            if isinstance(listed, str) and listed.endswith("List") and self.kind == self.name:
+                self.kind = listed[: -len("List")]
             for item in page.get("items") or []:
                 items[object_key(item)] = item
+            if isinstance(page, PrunedJSON):
+                for index in sorted({path[1] for path in page.pruned if len(path) > 1 and path[0] == "items"}):
+                    self._report_pruned(page["items"][index])
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 self.resource_version = str(meta.get("resourceVersion", ""))
@@ -153,8 +200,11 @@ class Reflector:
         async for event in self.http.watch_lines(
             self.path, params, read_timeout_seconds=self.watch_timeout_seconds + 30
         ):
+            self._progress()
             kind = event.get("type")
             obj = event.get("object") or {}
+            if isinstance(event, PrunedJSON) and any(path[0] == "object" for path in event.pruned):
+                self._report_pruned(obj)
             if kind == "ERROR":
                 code = obj.get("code")
                 raise KubeError(int(code) if isinstance(code, int) else 500, str(obj.get("reason")), obj)
@@ -173,6 +223,24 @@ class Reflector:
                 self._emit("MODIFIED" if old is not None else "ADDED", obj, old)
             OBJECTS.labels(self.name).set(len(self.store))
 
+    def _progress(self) -> None:
+        """The API server answered with data: the watch is alive and the next failure backs off afresh."""
+        self._failing_since = None
+        self._backoff = INITIAL_BACKOFF_SECONDS
+
+    def failing_seconds(self) -> float:
+        """Seconds since the last progress while the watch keeps failing; 0 when it works."""
+        if self._failing_since is None:
+            return 0.0
+        return max(0.0, asyncio.get_running_loop().time() - self._failing_since)
+
+    def stalled(self, after_seconds: float = STALL_SECONDS) -> str | None:
+        """Why this watch is not making progress, or None."""
+        failing = self.failing_seconds()
+        if failing < after_seconds:
+            return None
+        return f"watch of {self.name} failing for {failing:.0f}s: {self._last_error}"
+
     def _state(self, healthy: bool, detail: str = "") -> None:
         if healthy != self._healthy:
             if healthy:
@@ -181,33 +249,44 @@ class Reflector:
                 log.warning("watch of %s failing, retrying with backoff: %s", self.name, detail)
             self._healthy = healthy
 
+    async def _failed(self, detail: str) -> None:
+        """Count, log once per state change, wait the jittered backoff and double it (up to the maximum)."""
+        WATCH_ERRORS.labels(self.name).inc()
+        self._last_error = detail
+        if self._failing_since is None:
+            self._failing_since = asyncio.get_running_loop().time()
+        self._state(False, detail)
+        await asyncio.sleep(self._backoff * (0.5 + random.random()))
+        self._backoff = min(self._backoff * 2, self.max_backoff_seconds)
+
     async def run(self) -> None:
-        """Forever: list, then watch; re-list on 410 or after a failure (with jittered backoff)."""
-        backoff = 0.5
+        """Forever: list, then watch; re-list on 410 or after a failure (with jittered exponential backoff)."""
+        FAILING_SECONDS.labels(self.name).set_function(lambda: self.failing_seconds() if self._running else 0.0)
+        self._running = True
         need_list = True
-        while True:
-            try:
-                if need_list:
-                    RELISTS.labels(self.name).inc()
-                    await self._list()
-                    need_list = False
-                    self._state(True)  # the API server answers again: say so now, not when the watch ends
-                    backoff = 0.5
-                await self._watch()
-            except KubeError as exc:
-                if exc.is_gone:
-                    need_list = True  # our resourceVersion is too old: the store is re-synced by a list
-                    continue
-                WATCH_ERRORS.labels(self.name).inc()
-                self._state(False, str(exc))
-                need_list = need_list or exc.status != 0
-                await asyncio.sleep(backoff * (0.5 + random.random()))
-                backoff = min(backoff * 2, self.max_backoff_seconds)
-                need_list = True
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # malformed stream: log, count, re-list
-                WATCH_ERRORS.labels(self.name).inc()
-                self._state(False, f"{type(exc).__name__}: {exc}")
-                await asyncio.sleep(backoff)
-                need_list = True
+        try:
+            while True:
+                try:
+                    if need_list:
+                        RELISTS.labels(self.name).inc()
+                        await self._list()
+                        need_list = False
+                        self._failing_since = None  # fresh data; the backoff resets only once the watch delivers
+                        self._state(True)  # the API server answers again: say so now, not when the watch ends
+                    await self._watch()
+                    self._failing_since = None  # the server ended the watch at its timeout: watch again from here
+                except KubeError as exc:
+                    need_list = True
+                    if exc.is_gone:  # our resourceVersion is too old: the store is re-synced by a list
+                        if self._backoff > INITIAL_BACKOFF_SECONDS:  # gone again before any progress
+                            await asyncio.sleep(self._backoff * (0.5 + random.random()))
+                        self._backoff = min(self._backoff * 2, self.max_backoff_seconds)
+                        continue
+                    await self._failed(str(exc))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a stream or an answer that cannot be read: count, back off, re-list
+                    need_list = True
+                    await self._failed(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._running = False
