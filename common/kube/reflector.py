@@ -19,7 +19,7 @@ import asyncio
 import gc
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 from prometheus_client import Counter, Gauge
@@ -49,6 +49,9 @@ INITIAL_BACKOFF_SECONDS = 0.5
 # A watch failing this long without progress is stalled: an API server restart or a leader change takes seconds,
 # a minute of nothing is a component that serves stale state.
 STALL_SECONDS = 60.0
+# /readyz fails at STALL_SECONDS (stop routing to a component that serves stale state); /healthz later, so that a
+# restart (a fresh connection, fresh caches) is the remedy only when waiting has not helped.
+LIVENESS_STALL_SECONDS = 5 * STALL_SECONDS
 
 # Objects reported by the reflectors of this process (decode failures, handlers that raised): one log line and one
 # count per object version, whichever reflector sees it.
@@ -91,6 +94,11 @@ def freeze_cache_objects() -> None:
     `pause_gc_until_frozen` runs again from here."""
     gc.freeze()
     gc.enable()
+
+
+def stalled_watch(reflectors: Iterable[Reflector], after_seconds: float = STALL_SECONDS) -> str | None:
+    """The first of `reflectors` failing for `after_seconds` without progress, as a probe's answer; or None."""
+    return next((problem for r in reflectors if (problem := r.stalled(after_seconds)) is not None), None)
 
 
 def object_key(obj: Mapping[str, Any]) -> str:

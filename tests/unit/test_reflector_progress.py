@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
