@@ -298,3 +298,4 @@ class Reflector:
                     await self._failed(f"{type(exc).__name__}: {exc}")
         finally:
             self._running = False
+            self._failing_since = None  # stopped (a CRD uninstalled, leadership lost): not failing
