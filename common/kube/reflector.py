@@ -245,7 +245,7 @@ class Reflector:
     def stalled(self, after_seconds: float = STALL_SECONDS) -> str | None:
         """Why this watch is not making progress, or None."""
         failing = self.failing_seconds()
-        if failing < after_seconds:
+        if self._failing_since is None or failing < after_seconds:
             return None
         return f"watch of {self.name} failing for {failing:.0f}s: {self._last_error}"
 
