@@ -208,14 +208,14 @@ class Reflector:
         async for event in self.http.watch_lines(
             self.path, params, read_timeout_seconds=self.watch_timeout_seconds + 30
         ):
-            self._progress()
             kind = event.get("type")
             obj = event.get("object") or {}
-            if isinstance(event, PrunedJSON) and any(path[0] == "object" for path in event.pruned):
-                self._report_pruned(obj)
             if kind == "ERROR":
                 code = obj.get("code")
                 raise KubeError(int(code) if isinstance(code, int) else 500, str(obj.get("reason")), obj)
+            self._progress()  # (an ERROR, a 410 above all, is none: re-lists after one back off until an event)
+            if isinstance(event, PrunedJSON) and any(path[0] == "object" for path in event.pruned):
+                self._report_pruned(obj)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = str(rv)

@@ -175,3 +175,36 @@ def test_failing_lists_back_off_exponentially_with_jitter_are_counted_and_stall(
     assert len(set(ratios)) > 1  # jittered
     assert any(s is not None and "t-nodes failing for" in s for s in stalls)  # 60 s failing without progress
     assert failing_after == 0.0  # the list answered: progress
+
+
+def test_410s_before_any_event_back_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watch answered with 410 Gone re-lists at once the first time, then backs off until an event arrives."""
+    real_sleep = asyncio.sleep
+    waits: list[float] = []
+
+    async def instant_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    gone = b'{"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}}'
+
+    class GoneAPI(FakeAPI):
+        async def watch_lines(
+            self, path: str, params: Mapping[str, str | int], read_timeout_seconds: float
+        ) -> AsyncIterator[JSON]:
+            yield decode_json(gone)
+
+    async def run() -> int:
+        monkeypatch.setattr(reflector_module.asyncio, "sleep", instant_sleep)
+        api = GoneAPI(b'{"kind":"PodList","metadata":{"resourceVersion":"1"},"items":[]}', [])
+        task = asyncio.create_task(Reflector(api, "/api/v1/pods", name="t-gone").run())  # type: ignore[arg-type]
+        while api.lists < 6:
+            await real_sleep(0)
+        task.cancel()
+        return api.lists
+
+    lists = asyncio.run(run())
+    assert lists >= 6 and len(waits) >= 4
+    for attempt, wait in enumerate(waits[:4]):
+        base = INITIAL_BACKOFF_SECONDS * 2 ** (attempt + 1)  # the first re-list is at once, then 1 s, 2 s, ...
+        assert 0.5 * base <= wait < 1.5 * base, (attempt, wait)
