@@ -146,14 +146,19 @@ class Reflector:
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
 
-    def _emit(self, kind: EventType, obj: JSON, old: JSON | None) -> None:
+    def _emit(self, kind: EventType, obj: JSON, old: JSON | None, *, pruned: bool = False) -> None:
+        """Hand the event to every handler; `pruned`: this version was reported as too deep already."""
+        failed = pruned
         for handler in self._handlers:
             try:
                 handler(kind, obj, old)
             except Exception as exc:  # this object's problem (or a consumer's bug): never the watch's
                 HANDLER_ERRORS.labels(self.name).inc()
+                failed = True
                 if UNREADABLE.report(self._kind_of(obj), object_key(obj), obj, exc):
                     log.exception("handler failed for %s %s", kind, object_key(obj))
+        if kind == "DELETED" or not failed:
+            UNREADABLE.clear(self._kind_of(obj), object_key(obj))  # (forgets a deleted or fixed object)
 
     def _kind_of(self, obj: JSON) -> str:
         kind = obj.get("kind")
@@ -168,6 +173,7 @@ class Reflector:
 
     async def _list(self) -> None:
         items: dict[str, JSON] = {}
+        pruned: set[str] = set()
         params: dict[str, str | int] = {**self.selectors, "limit": self.page_size}
         while True:
             page = await self.http.get(self.path, **params)
@@ -179,6 +185,7 @@ class Reflector:
             if isinstance(page, PrunedJSON):
                 for index in sorted({path[1] for path in page.pruned if len(path) > 1 and path[0] == "items"}):
                     self._report_pruned(page["items"][index])
+                    pruned.add(object_key(page["items"][index]))
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
                 self.resource_version = str(meta.get("resourceVersion", ""))
@@ -188,11 +195,11 @@ class Reflector:
         for key, obj in items.items():
             old = previous.get(key)
             if old is None:
-                self._emit("ADDED", obj, None)
+                self._emit("ADDED", obj, None, pruned=key in pruned)
             elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
                 "resourceVersion"
             ):
-                self._emit("MODIFIED", obj, old)
+                self._emit("MODIFIED", obj, old, pruned=key in pruned)
         for key in previous.keys() - items.keys():
             self._emit("DELETED", previous[key], None)
         OBJECTS.labels(self.name).set(len(self.store))
@@ -214,7 +221,8 @@ class Reflector:
                 code = obj.get("code")
                 raise KubeError(int(code) if isinstance(code, int) else 500, str(obj.get("reason")), obj)
             self._progress()  # (an ERROR, a 410 above all, is none: re-lists after one back off until an event)
-            if isinstance(event, PrunedJSON) and any(path[0] == "object" for path in event.pruned):
+            pruned = isinstance(event, PrunedJSON) and any(path[0] == "object" for path in event.pruned)
+            if pruned:
                 self._report_pruned(obj)
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
@@ -228,7 +236,7 @@ class Reflector:
                 self._emit("DELETED", obj, None)
             elif kind in ("ADDED", "MODIFIED"):
                 self.store[key] = obj
-                self._emit("MODIFIED" if old is not None else "ADDED", obj, old)
+                self._emit("MODIFIED" if old is not None else "ADDED", obj, old, pruned=pruned)
             OBJECTS.labels(self.name).set(len(self.store))
 
     def _progress(self) -> None:

@@ -85,6 +85,7 @@ def test_one_deep_nodemetric_is_malformed_and_the_watch_goes_on_with_the_rest() 
     events = [
         f'{{"type":"MODIFIED","object":{nodemetric("deep", 6, deep(DEPTH))}}}'.encode(),
         f'{{"type":"ADDED","object":{nodemetric("later", 7)}}}'.encode(),
+        f'{{"type":"MODIFIED","object":{nodemetric("deep", 8)}}}'.encode(),  # fixed
     ]
     before = malformed("NodeMetric", "too_deep")
 
@@ -96,14 +97,17 @@ def test_one_deep_nodemetric_is_malformed_and_the_watch_goes_on_with_the_rest() 
         task = asyncio.create_task(reflector.run())
         for _ in range(100):
             await asyncio.sleep(0)
+            if len(seen) == 4:
+                assert ("NodeMetric", "deep") in reflector_module.UNREADABLE.current()
         task.cancel()
         return seen, reflector, api.lists
 
     seen, reflector, lists = asyncio.run(run())
     assert sorted(seen[:2]) == [("ADDED", "deep"), ("ADDED", "good")]
-    assert seen[2:] == [("MODIFIED", "deep"), ("ADDED", "later")]
+    assert seen[2:] == [("MODIFIED", "deep"), ("ADDED", "later"), ("MODIFIED", "deep")]
     assert lists == 1  # no relist
-    assert reflector.resource_version == "7"
+    assert reflector.resource_version == "8"
+    assert ("NodeMetric", "deep") not in reflector_module.UNREADABLE.current()  # readable again: forgotten
     assert malformed("NodeMetric", "too_deep") == before + 2  # versions 3 and 6, once each
 
 
