@@ -21,13 +21,6 @@ from common.api.pod import scalar
 
 KIND = "NodeMetric"
 
-# status.updateTime as the components compute with it: an age, an expiry minutes later. Python's calendar ends at
-# years 1 and 9999 and datetime arithmetic near them raises (Go's metav1.Time reads both ends), and no agent
-# reported before 1970: outside these bounds the NodeMetric is malformed, which every component treats as no
-# NodeMetric (the manager removes the node's batch resources) rather than as a report that never expires.
-EARLIEST_UPDATE_TIME = 0.0  # 1970-01-01T00:00:00Z
-LATEST_UPDATE_TIME = 253_370_764_800.0  # 9999-01-01T00:00:00Z: a year below the end, for expiries
-
 Usage = dict[str, int]
 
 
@@ -113,14 +106,6 @@ def _node_name(obj: Mapping[str, Any]) -> str:
 def _fill_status(digest: NodeMetricDigest, status: NodeMetricStatus) -> None:
     digest.has_status = bool(status.model_fields_set)
     digest.update_time = status.update_time.timestamp() if status.update_time else None
-    if digest.update_time is not None and not EARLIEST_UPDATE_TIME <= digest.update_time < LATEST_UPDATE_TIME:
-        raise MalformedObjectError(
-            f"{status.update_time} is outside 1970-01-01 .. 9999-01-01",
-            kind=KIND,
-            name=digest.node_name,
-            field="status.updateTime",
-            reason=MalformedReason.INVALID_TIME,
-        )
     info = status.node_metric
     if info is not None:
         digest.has_node_metric = True

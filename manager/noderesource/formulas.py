@@ -246,12 +246,14 @@ def degrade_verdict(metric: NodeMetricDigest | None, now: datetime, degrade_time
     """
     if metric is None:
         return BatchVerdict.NODE_METRIC_MISSING
-    update_time = updated_at(metric)
-    if update_time is None:
+    if metric.update_time is None:
         return BatchVerdict.NODE_METRIC_NEVER_UPDATED
-    if now > update_time + timedelta(minutes=degrade_time_minutes):
+    # In epoch seconds: datetime arithmetic raises near the calendar's ends (years 1 and 9999), which an agent
+    # (or anyone with NodeMetric status access) can write and Go reads.
+    age = now.timestamp() - metric.update_time
+    if age > degrade_time_minutes * 60.0:
         return BatchVerdict.NODE_METRIC_EXPIRED
-    if update_time > now + timedelta(seconds=MAX_CLOCK_SKEW_SECONDS):
+    if age < -MAX_CLOCK_SKEW_SECONDS:
         return BatchVerdict.NODE_METRIC_EXPIRED  # from the future: would otherwise never go stale
     return None
 

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from common.api.malformed import MalformedObjectError, MalformedReason
+from common.api.malformed import MalformedReason
 from common.api.nodemetric_digest import HostAppUsage, PodUsage, digest_node_metric
-from manager.adapters import node_metric
-from manager.noderesource.formulas import degrade_verdict
-from manager.noderesource.model import BatchVerdict
 
 GI = 1024**3
 
@@ -74,23 +70,3 @@ def test_what_was_wrong_names_the_field_and_the_reason(
 def test_a_nameless_metric_is_malformed() -> None:
     problem = digest_node_metric({"metadata": {}, "status": {}}).problem
     assert problem is not None and problem.field == "metadata.name" and problem.reason is MalformedReason.MISSING_FIELD
-
-
-@pytest.mark.parametrize(
-    "when", ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00", "1969-12-31T23:59:59Z"]
-)
-def test_an_update_time_at_the_ends_of_the_calendar_is_the_objects_problem(when: str) -> None:
-    """Issue 29: the manager's expiry arithmetic (updateTime + minutes) raised on these in every reconcile."""
-    obj = {"metadata": {"name": "n1"}, "status": {"updateTime": when, "nodeMetric": {"nodeUsage": {"resources": {}}}}}
-    problem = digest_node_metric(obj).problem
-    assert problem is not None
-    assert (problem.field, problem.reason) == ("status.updateTime", MalformedReason.INVALID_TIME)
-    with pytest.raises(MalformedObjectError):
-        node_metric(obj)  # the manager reports it and degrades the node as for a missing NodeMetric:
-    assert degrade_verdict(None, datetime.now(UTC), 10) is BatchVerdict.NODE_METRIC_MISSING
-
-
-def test_an_update_time_inside_the_bounds_is_kept() -> None:
-    obj = {"metadata": {"name": "n1"}, "status": {"updateTime": "2026-11-28T08:00:00Z"}}
-    digest = digest_node_metric(obj)
-    assert digest.problem is None and digest.update_time == datetime(2026, 11, 28, 8, tzinfo=UTC).timestamp()
