@@ -31,7 +31,7 @@ from typing import Any
 from common.api.constants import NODEMETRIC_PLURAL, SLO_API_VERSION, SLO_GROUP, SLO_VERSION
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import Reflector
-from common.ratelimit import TokenBucket
+from common.ratelimit import TokenBucket, exponential_backoff
 
 log = logging.getLogger("loadline.agent.publisher")
 
@@ -338,7 +338,7 @@ class NodeMetricPublisher:
         """Exponential backoff from the first failure, capped at `retry_max_seconds`, jittered down to half, so
         that the agents of a whole cluster do not retry in step after an outage."""
         exponent = max(self._failed_attempts - 1, 0)
-        base = min(self.retry_initial_seconds * 2.0 ** min(exponent, 30), self.retry_max_seconds)
+        base = exponential_backoff(self.retry_initial_seconds, exponent, self.retry_max_seconds)
         return base * (0.5 + 0.5 * self._rng.random())
 
     # -- loop ------------------------------------------------------------------------------------------

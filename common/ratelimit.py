@@ -63,3 +63,13 @@ class TokenBucket:
                 wait = self.wait_seconds()
             self.try_accept()
             return waited
+
+
+# 2**64 times any initial delay is past every maximum a component sets; a larger exponent would only risk an
+# OverflowError (2.0 ** 1024), which raised inside a worker's except clause and ended the worker (issue 29).
+_MAX_DOUBLINGS = 64
+
+
+def exponential_backoff(initial_seconds: float, doublings: int, maximum_seconds: float) -> float:
+    """`initial_seconds * 2**doublings`, at most `maximum_seconds`: saturates for any count of failures."""
+    return float(min(initial_seconds * 2.0 ** min(max(doublings, 0), _MAX_DOUBLINGS), maximum_seconds))

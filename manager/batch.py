@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import Gauge
@@ -28,7 +28,6 @@ from manager.noderesource.formulas import (
     UpdateDecision,
     batch_outcome,
     decide_node_update,
-    updated_at,
 )
 from manager.noderesource.mid import MidOutcome, MidResources, MidStrategy, mid_outcome
 from manager.noderesource.model import (
@@ -200,13 +199,12 @@ class BatchWriter:
     ) -> float | None:
         """When the node's batch resources change by the clock alone: its NodeMetric going stale,
         or the updateTimeThresholdSeconds write coming due."""
-        due: list[datetime] = []
-        update_time = updated_at(metric) if metric is not None else None
-        if outcome.verdict is BatchVerdict.CALCULATED and update_time is not None:
-            due.append(update_time + timedelta(minutes=strategy.degrade_time_minutes, seconds=1))
+        waits: list[float] = []  # seconds from now (no datetime arithmetic: see `degrade_verdict`)
+        if outcome.verdict is BatchVerdict.CALCULATED and metric is not None and metric.update_time is not None:
+            waits.append(metric.update_time + strategy.degrade_time_minutes * 60.0 + 1 - now.timestamp())
         written = self.last_written.get(name)
         if written is not None and outcome.resources is not None:
-            due.append(written + timedelta(seconds=strategy.update_time_threshold_seconds + 1))
-        if not due:
+            waits.append((written - now).total_seconds() + strategy.update_time_threshold_seconds + 1)
+        if not waits:
             return None
-        return max((min(due) - now).total_seconds(), 0.0)
+        return max(min(waits), 0.0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +30,8 @@ from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.events import EventRecorder
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
-from common.kube.reflector import EventType, Reflector
+from common.kube.reflector import EventType, Reflector, stalled_watch
+from common.supervise import Supervised
 from manager import metrics
 from manager.adapters import node_metric, pod_node_name, pod_on_node
 from manager.batch import BatchWriter
@@ -89,6 +91,7 @@ class Controller:
         self.now = now
         self.queue = WorkQueue()
         self.leading = False
+        self.loops = Supervised()
         self._api_unreachable = False
         self.config = SLOConfigSource(namespace, config_map, on_change=self._config_changed)
         self._config_ready = asyncio.Event()
@@ -139,6 +142,17 @@ class Controller:
     @property
     def ready(self) -> bool:
         return self.synced and self.config.ready
+
+    def not_progressing(self, stall_seconds: float) -> str | None:
+        """Why the controller is not making progress (a watch failing, a worker gone, queued nodes not taken
+        for `stall_seconds`), or None; /readyz and /healthz read it with their thresholds."""
+        if (problem := stalled_watch(self.reflectors, stall_seconds)) is not None:
+            return problem
+        if down := self.loops.down():
+            return f"restarting: {', '.join(down)}"
+        if self.leading and (stuck := self.queue.stuck_seconds()) >= stall_seconds:
+            return f"no reconcile taken or finished for {stuck:.0f}s with {len(self.queue)} nodes queued"
+        return None
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(r.synced.wait() for r in self.reflectors))
@@ -223,8 +237,16 @@ class Controller:
         self.queue = WorkQueue()
         self.leading = True
         log.info("leading: reconciling %d nodes", len(self.nodes.store))
-        tasks = [asyncio.create_task(self._worker(i)) for i in range(self.workers)]
-        tasks.append(asyncio.create_task(self._report_config()))
+        queue = self.queue
+        tasks = [
+            asyncio.create_task(
+                self.loops.run(
+                    f"reconcile-{i}", functools.partial(self._worker, i), finished=lambda: queue.is_shut_down
+                )
+            )
+            for i in range(self.workers)
+        ]
+        tasks.append(asyncio.create_task(self.loops.run("config-events", self._report_config)))
         try:
             self._enqueue_all()
             while True:

@@ -21,6 +21,7 @@ from common.flags import add_deprecated_alias
 from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP
 from common.kube.leader import LeaderElector, default_identity
+from common.kube.reflector import LIVENESS_STALL_SECONDS, STALL_SECONDS, stalled_watch
 from common.logging import add_log_level_flag, setup_logging
 from manager.admission.service import AdmissionService
 from manager.controller import Controller
@@ -210,11 +211,18 @@ async def run(settings: ManagerSettings) -> int:
         tasks.append(asyncio.create_task(lead(), name="reconcile"))
     critical = [t for t in tasks if t.get_name() != "initial sync"]
 
+    def not_progressing(stall_seconds: float) -> str | None:
+        if controller is not None and (problem := controller.not_progressing(stall_seconds)) is not None:
+            return problem
+        return stalled_watch(admission.caches.reflectors, stall_seconds) if admission is not None else None
+
     def healthy() -> str | None:
         dead = [t.get_name() for t in critical if t.done()]
-        return f"stopped: {', '.join(dead)}" if dead else None
+        return f"stopped: {', '.join(dead)}" if dead else not_progressing(LIVENESS_STALL_SECONDS)
 
     def ready() -> str | None:
+        if (problem := not_progressing(STALL_SECONDS)) is not None:
+            return problem
         if controller is not None and not controller.synced:
             return "watches not synced yet"
         if controller is not None and not controller.config.ready:

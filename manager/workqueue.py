@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 from collections.abc import Iterable
+
+from common.ratelimit import exponential_backoff
 
 
 class ShutDown(Exception):
@@ -29,6 +32,7 @@ class WorkQueue:
         self._base_backoff = base_backoff_seconds
         self._max_backoff = max_backoff_seconds
         self._shut_down = False
+        self._moved_at: float | None = None  # loop time a key last went to or came back from a worker
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -37,11 +41,27 @@ class WorkQueue:
     def processing(self) -> int:
         return len(self._processing)
 
+    @property
+    def is_shut_down(self) -> bool:
+        return self._shut_down
+
+    def _moved(self) -> None:
+        self._moved_at = time.monotonic()
+
+    def stuck_seconds(self) -> float:
+        """How long keys have waited or been processed without any key moving to or from a worker: 0 when
+        idle or moving; grows when the workers are gone or hung."""
+        if self._moved_at is None or not (self._queue or self._processing):
+            return 0.0
+        return max(0.0, time.monotonic() - self._moved_at)
+
     def add(self, key: str) -> None:
         if self._shut_down or key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
+            if not self._queue and not self._processing:
+                self._moved()  # work after idleness: the wait counts from now
             self._queue.append(key)
             self._wakeup.set()
 
@@ -73,8 +93,8 @@ class WorkQueue:
     def add_rate_limited(self, key: str) -> float:
         """Retry `key` after an exponential backoff that grows with its consecutive failures."""
         failures = self._failures.get(key, 0)
-        self._failures[key] = failures + 1
-        delay: float = min(self._base_backoff * 2.0**failures, self._max_backoff)
+        self._failures[key] = min(failures + 1, 1 << 20)  # the count saturates too; the delay long before
+        delay = exponential_backoff(self._base_backoff, failures, self._max_backoff)
         self.add_after(key, delay)
         return delay
 
@@ -91,10 +111,12 @@ class WorkQueue:
         key = self._queue.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
+        self._moved()
         return key
 
     def done(self, key: str) -> None:
         self._processing.discard(key)
+        self._moved()
         if key in self._dirty:  # re-added while being processed
             self._queue.append(key)
             self._wakeup.set()

@@ -32,6 +32,7 @@ class MalformedReason(enum.StrEnum):
     WRONG_TYPE = "wrong_type"
     MISSING_FIELD = "missing_field"
     INVALID_VALUE = "invalid_value"
+    TOO_DEEP = "too_deep"  # nested deeper than common.kube.http.MAX_JSON_DEPTH: the deeper part was cut
 
 
 class MalformedObjectError(ValueError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -178,15 +179,78 @@ def _timeout(seconds: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=None, sock_connect=10, sock_read=seconds)
 
 
+# Subtrees nested deeper than this are cut from a document that orjson (1,024 levels) or `json` (Python's
+# recursion limit, ~1,000 frames with the caller's) refuses: the API server stores preserve-unknown-fields parts
+# (a NodeMetric's podsMetric[].extensions) up to 10,000 levels, the deepest built-in Kubernetes type nests < 30.
+MAX_JSON_DEPTH = 512
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_CUT = b'"\\u0000loadline:too-deep"'
+_CUT_VALUE = "\0loadline:too-deep"
+
+JSONPath = tuple[str | int, ...]
+
+
+class PrunedJSON(dict[str, Any]):
+    """A decoded document from which subtrees deeper than `MAX_JSON_DEPTH` were cut (each is now None);
+    `pruned` holds where, as key/index paths from the root. The object holding one is malformed."""
+
+    pruned: list[JSONPath]
+
+
 def decode_json(data: bytes) -> Any:
     """orjson: a few times faster than `json` on API objects, and decoding watch events and answers was
     the largest single cost in the scheduler's profile. What orjson refuses but `json` reads (a lone
     surrogate escape) goes to `json`. Integers are exact over the whole 64-bit range; the API server
-    never sends larger ones (Go decodes those in unstructured objects as floats)."""
+    never sends larger ones (Go decodes those in unstructured objects as floats). A document nested
+    too deep for either comes back as a `PrunedJSON`."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:
+            return _decode_pruned(data)
+
+
+def _decode_pruned(data: bytes) -> Any:
+    """`data` with every subtree opening at depth `MAX_JSON_DEPTH + 1` cut, without recursion: strings are
+    skipped whole by the pattern, so only brackets outside them count."""
+    kept: list[bytes] = []
+    depth, start, cut_at = 0, 0, -1
+    for match in _STRUCTURE.finditer(data):
+        bracket = data[match.start()]
+        if bracket in b"[{":
+            depth += 1
+            if depth == MAX_JSON_DEPTH + 1:
+                cut_at = match.start()
+        elif bracket in b"]}":
+            depth -= 1
+            if depth == MAX_JSON_DEPTH and cut_at >= 0:
+                kept += (data[start:cut_at], _CUT)
+                start, cut_at = match.end(), -1
+    kept.append(data[start:])
+    value = json.loads(b"".join(kept))
+    if not isinstance(value, dict):
+        return value
+    pruned = PrunedJSON(value)
+    pruned.pruned = _replace_cuts(pruned)
+    return pruned
+
+
+def _replace_cuts(root: Any) -> list[JSONPath]:
+    """Every cut marker in `root` becomes None; returns their paths (an explicit stack: no recursion)."""
+    found: list[JSONPath] = []
+    stack: list[tuple[Any, JSONPath]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        entries = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in entries:
+            if isinstance(child, dict | list):
+                stack.append((child, (*path, key)))
+            elif child == _CUT_VALUE:
+                node[key] = None
+                found.append((*path, key))
+    return found
 
 
 def _json_or_message(data: bytes) -> JSON:

@@ -44,15 +44,17 @@ class MalformedObjects:
             for reason in MalformedReason:
                 MALFORMED_OBJECTS.labels(kind, reason.value)
 
-    def report(self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception) -> None:
+    def report(self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception) -> bool:
+        """Log and count this version of the object, once; True when it was new."""
         version = _version(obj)
         if self._seen.get((kind, key)) == version:
-            return  # this version was logged and counted already (a re-list delivers it again)
+            return False  # this version was logged and counted already (a re-list delivers it again)
         self._seen[(kind, key)] = version
         MALFORMED_OBJECTS.labels(kind, reason_of(error).value).inc()
         log.warning(
             "skipping malformed %s %s: %s", kind, key, error, extra=ctx(kind=kind, object=key, resourceVersion=version)
         )
+        return True
 
     def clear(self, kind: str, key: str) -> None:
         """The object is readable again (fixed, or deleted)."""

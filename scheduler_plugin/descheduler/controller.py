@@ -22,7 +22,7 @@ from common.api import constants as c
 from common.kube.events import EventRecorder
 from common.kube.eviction import Outcome
 from common.kube.http import KubeHTTP, resource_path
-from common.kube.reflector import Reflector
+from common.kube.reflector import LIVENESS_STALL_SECONDS, STALL_SECONDS, Reflector, stalled_watch
 from common.logging import ctx
 from common.ratelimit import TokenBucket
 from scheduler_plugin.descheduler.anomaly import DetectorStore
@@ -126,7 +126,7 @@ class Descheduler:
         return [r.name for r in self.required_reflectors if not r.synced.is_set()]
 
     async def run_reflectors(self) -> None:
-        await asyncio.gather(*(r.run() for r in (*self.required_reflectors, self.replicasets, self.statefulsets)))
+        await asyncio.gather(*(r.run() for r in self.reflectors))
 
     async def inputs(self) -> RoundInputs:
         return await self.cache.build(
@@ -263,8 +263,15 @@ class Descheduler:
         finally:
             self.leading = False
 
+    @property
+    def reflectors(self) -> list[Reflector]:
+        return [*self.required_reflectors, self.replicasets, self.statefulsets]
+
     def healthy(self) -> tuple[bool, str]:
-        """Unhealthy only when leading and the loop has not started a round for far too long."""
+        """Unhealthy when a watch has failed without progress for `LIVENESS_STALL_SECONDS`, or when leading and
+        the loop has not started a round for far too long."""
+        if (problem := stalled_watch(self.reflectors, LIVENESS_STALL_SECONDS)) is not None:
+            return False, problem
         if not self.leading or self.round_started is None:
             return True, "ok"
         stalled = time.monotonic() - self.round_started
@@ -274,6 +281,8 @@ class Descheduler:
         return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
+        if (problem := stalled_watch(self.reflectors, STALL_SECONDS)) is not None:
+            return False, problem
         if self.synced():
             return True, "ok"
         return False, "caches not synced: " + ", ".join(self.unsynced_names())

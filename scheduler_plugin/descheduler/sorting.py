@@ -8,6 +8,7 @@ descending, newest first; namespace/name last so a round is deterministic.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -89,12 +90,19 @@ def eviction_order(pods: Sequence[PodSnapshot], fit_scores: FloatArray, group: I
     return np.asarray(np.lexsort(keys), dtype=np.int64)
 
 
+_INT32 = range(-(2**31), 2**31)
+_INT32_CHARACTERS = 12  # "-" and up to 11 digits: enough for every int32 (with leading zeros after a minus)
+_GO_INT = re.compile(r"-[0-9]+|0|[1-9][0-9]*", re.ASCII)  # Go's: no '+', no leading zero but "0", no space
+
+
 def int_annotation(pod: PodSnapshot, key: str) -> int:
-    """A cost annotation's value; 0 when absent or garbage, which must not make the pod unsortable."""
+    """A cost annotation's value, an int32 as Kubernetes reads pod-deletion-cost and Koordinator eviction-cost
+    (`GetDeletionCostFromPodAnnotations`, pkg/apis/core/helper/helpers.go): 0 when absent, garbage or past int32,
+    which must not make the pod unsortable (a value past int64 did make the round's int64 array raise)."""
     raw = pod.annotations.get(key)
     if raw is None:
         return 0
-    try:
-        return int(raw.strip())
-    except ValueError:
+    if len(raw) > _INT32_CHARACTERS or not _GO_INT.fullmatch(raw):
         return 0
+    value = int(raw)
+    return value if value in _INT32 else 0

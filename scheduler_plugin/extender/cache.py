@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
-from common.kube.reflector import EventType, Handler, Reflector, object_key
+from common.kube.reflector import EventType, Handler, Reflector, object_key, stalled_watch
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.framework.interfaces import WatchedResource
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -65,6 +65,12 @@ class ExtenderCache:
     @property
     def synced(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors)
+
+    def not_progressing(self, stall_seconds: float) -> str | None:
+        """A watch ended, or failing for `stall_seconds` without progress; None when all make progress."""
+        if ended := [task.get_name() for task in self._tasks if task.done()]:
+            return f"watches ended: {', '.join(ended)}"
+        return stalled_watch(self.reflectors, stall_seconds)
 
     async def wait_synced(self) -> None:
         await asyncio.gather(*(r.synced.wait() for r in self.reflectors))

@@ -136,7 +136,7 @@ async def serve(
     cache = ExtenderCache(http, snapshot, resources=watched_by(plugins))
     engine = ExtenderEngine(frameworks, snapshot, default_profile=next(iter(frameworks)),
                             assume_seconds=assume_seconds, score_scaling=score_scaling, malformed=cache.malformed)
-    server = ExtenderServer(engine, ready=lambda: cache.synced, prefix=prefix)
+    server = ExtenderServer(engine, ready=lambda: cache.synced, not_progressing=cache.not_progressing, prefix=prefix)
     stopping = stop or asyncio.Event()
     if stop is None:
         loop = asyncio.get_running_loop()

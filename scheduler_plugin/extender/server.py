@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from common.kube.reflector import LIVENESS_STALL_SECONDS, STALL_SECONDS
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.engine import ExtenderEngine, InvalidPod, PluginError
 from scheduler_plugin.extender.wire import (
@@ -43,6 +44,7 @@ log = logging.getLogger("loadline.extender.server")
 DEFAULT_MAX_BODY_BYTES = 256 * 1024 * 1024  # full-Node mode on 15,000 nodes sends tens of MB
 
 Ready = Callable[[], bool]
+NotProgressing = Callable[[float], str | None]  # stall seconds -> why a loop makes no progress, or None
 Args = TypeVar("Args", ExtenderArgs, PreemptionArgs)
 
 
@@ -57,9 +59,17 @@ def _dumps(value: Any) -> str:
 
 
 class ExtenderServer:
-    def __init__(self, engine: ExtenderEngine, *, ready: Ready = lambda: True, prefix: str = "") -> None:
+    def __init__(
+        self,
+        engine: ExtenderEngine,
+        *,
+        ready: Ready = lambda: True,
+        not_progressing: NotProgressing = lambda _seconds: None,
+        prefix: str = "",
+    ) -> None:
         self.engine = engine
         self.ready = ready
+        self.not_progressing = not_progressing
         self.prefix = normalize_prefix(prefix)
 
     def app(self, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> web.Application:
@@ -130,9 +140,13 @@ class ExtenderServer:
 
     # ------------------------------------------------------------------ probes
     async def _healthz(self, _request: web.Request) -> web.Response:
+        if (problem := self.not_progressing(LIVENESS_STALL_SECONDS)) is not None:
+            return web.Response(status=503, text=problem)
         return web.Response(text="ok")
 
     async def _readyz(self, _request: web.Request) -> web.Response:
+        if (problem := self.not_progressing(STALL_SECONDS)) is not None:
+            return web.Response(status=503, text=problem)
         if self.ready():
             return web.Response(text="ok")
         return web.Response(status=503, text="caches not synced")

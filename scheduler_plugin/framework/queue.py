@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from common.ratelimit import exponential_backoff
 from scheduler_plugin.framework.clock import Clock
 from scheduler_plugin.framework.interfaces import QueuedPodInfo
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -165,7 +166,7 @@ class SchedulingQueue:
 
     # ------------------------------------------------------------------ failures
     def backoff_seconds(self, attempts: int) -> float:
-        return float(min(self._initial * 2.0 ** min(max(attempts - 1, 0), 60), self._max))
+        return exponential_backoff(self._initial, attempts - 1, self._max)
 
     def add_unschedulable(
         self, info: QueuedPodInfo, cycle: int, status: Status, plugins: set[str] | None = None

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from common.api.malformed import MalformedObjectError
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
-from common.kube.reflector import EventType, Reflector, object_key
+from common.kube.reflector import EventType, Reflector, object_key, stalled_watch
 from scheduler_plugin.framework.events import (
     ASSIGNED_POD_ADD,
     ASSIGNED_POD_DELETE,
@@ -161,6 +161,10 @@ class ClusterCache:
     async def run(self) -> None:
         tasks = [self.nodes.run(), self.pods.run(), self.budgets.run(), *(self._run_crd(r) for r in self.crds)]
         await asyncio.gather(*tasks)
+
+    def not_progressing(self, stall_seconds: float) -> str | None:
+        """A watch failing for `stall_seconds` without progress (an absent CRD's is not running), or None."""
+        return stalled_watch((self.nodes, self.pods, self.budgets, *self.crds.values()), stall_seconds)
 
     def synced(self) -> bool:
         """Every watch has delivered its initial list (a CRD known to be absent counts as synced)."""

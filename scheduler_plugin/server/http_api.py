@@ -8,14 +8,28 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from common.kube.reflector import LIVENESS_STALL_SECONDS, STALL_SECONDS
+
 ExplainFn = Callable[[str, str], tuple[int, dict[str, Any]]]
 
 
-def build_app(*, ready: Callable[[], bool], is_leader: Callable[[], bool], explain: ExplainFn) -> web.Application:
+def build_app(
+    *,
+    ready: Callable[[], bool],
+    is_leader: Callable[[], bool],
+    explain: ExplainFn,
+    not_progressing: Callable[[float], str | None] = lambda _seconds: None,
+) -> web.Application:
+    """`not_progressing(stall_seconds)`: why a watch or the scheduling loop makes no progress, or None."""
+
     async def healthz(_request: web.Request) -> web.Response:
+        if (problem := not_progressing(LIVENESS_STALL_SECONDS)) is not None:
+            return web.Response(status=503, text=problem)
         return web.Response(text="ok")
 
     async def readyz(_request: web.Request) -> web.Response:
+        if (problem := not_progressing(STALL_SECONDS)) is not None:
+            return web.Response(status=503, text=problem)
         # Ready once the informers have synced, on the leader and on a standby alike: a standby
         # with warm caches is exactly what a failover needs.
         if ready():

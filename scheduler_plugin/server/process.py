@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 from typing import Any
@@ -22,6 +23,7 @@ from common.kube.malformed import MalformedObjects
 from common.kube.reflector import freeze_cache_objects, pause_gc_until_frozen, relax_gc_for_caches
 from common.logging import ctx
 from common.ratelimit import TokenBucket
+from common.supervise import Supervised
 from scheduler_plugin.framework.config import KubeSchedulerConfiguration
 from scheduler_plugin.framework.interfaces import watched_by
 from scheduler_plugin.framework.snapshot import Snapshot
@@ -53,6 +55,7 @@ class SchedulerProcess:
         self.identity = options.identity or default_identity()
         self.snapshot = Snapshot()
         self.health = ApiHealth()
+        self.loops = Supervised()
         # Events over their own connections, under the same client rate limit (see `Reporter`).
         self.event_http = http.sibling(user_agent="loadline-scheduler/events", limiter=http.limiter)
         self.reporter = Reporter(http, self.identity, event_http=self.event_http, health=self.health)
@@ -109,6 +112,16 @@ class SchedulerProcess:
         pvs, claims = snap.store(PersistentVolumes), snap.store(PersistentVolumeClaims)
         m.CACHE_SIZE.labels("assumed_volumes").set_function(lambda: float(pvs.assumed_count() + claims.assumed_count()))
 
+    def not_progressing(self, stall_seconds: float) -> str | None:
+        """A watch failing, the scheduling loop waiting for its restart or not turning for `stall_seconds`."""
+        if (problem := self.cache.not_progressing(stall_seconds)) is not None:
+            return problem
+        if down := self.loops.down():
+            return f"restarting: {', '.join(down)}"
+        if (still := self.scheduler.loop_still_seconds()) >= stall_seconds:
+            return f"the scheduling loop has not turned for {still:.0f}s"
+        return None
+
     def is_leader(self) -> bool:
         return self.elector.is_leader if self.elector is not None else self.scheduler.leading
 
@@ -116,7 +129,12 @@ class SchedulerProcess:
         return explain_pod(self.scheduler, namespace, name, is_leader=self.is_leader())
 
     async def run(self) -> None:
-        app = build_app(ready=self.cache.synced, is_leader=self.is_leader, explain=self.explain)
+        app = build_app(
+            ready=self.cache.synced,
+            is_leader=self.is_leader,
+            explain=self.explain,
+            not_progressing=self.not_progressing,
+        )
         runner, address = await start_site(app, self.options.bind_address, self.options.port)
         log.info(
             "serving /healthz /readyz /metrics /explain",
@@ -131,12 +149,13 @@ class SchedulerProcess:
             await self.cache.wait_synced()
             log.info("caches synced", extra=ctx(nodes=self.snapshot.num_nodes, pods=len(self.snapshot.pods)))
             freeze_cache_objects()
+            scheduling = functools.partial(self.loops.run, "scheduling", self.scheduler.run)
             if self.elector is None:
-                await self.scheduler.run()
+                await scheduling()
             else:
                 election = self.options.leader_election
                 log.info("standing for leader election", extra=ctx(lease=f"{election.namespace}/{election.name}"))
-                await self.elector.run(self.scheduler.run)
+                await self.elector.run(scheduling)
         finally:
             informers.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -98,6 +98,7 @@ class Scheduler:
         self.preemption = PreemptionExecutor(reporter.http, reporter, snapshot)
         self._preemptions: set[asyncio.Task[None]] = set()
         self.leading = False
+        self._turned_at: float | None = None  # clock time the scheduling loop last turned
         self._wakeup = asyncio.Event()
         for framework in frameworks.values():
             framework.observer = m.FrameworkMetrics(framework.profile_name)
@@ -210,6 +211,7 @@ class Scheduler:
         next_flush = self.clock.now() + flush_every
         try:
             while True:
+                self._turned_at = self.clock.now()
                 if self.clock.now() >= next_flush:
                     moved = self.queue.flush_unschedulable_older_than(self.unschedulable_timeout_seconds)
                     if moved:
@@ -226,6 +228,13 @@ class Scheduler:
                 await asyncio.sleep(0)  # let watch events and bindings in between cycles
         finally:
             self._stop_leading()
+
+    def loop_still_seconds(self) -> float:
+        """Seconds since the scheduling loop last turned while leading (it turns at least every 30 s); 0 when
+        not leading."""
+        if not self.leading or self._turned_at is None:
+            return 0.0
+        return max(0.0, self.clock.now() - self._turned_at)
 
     async def _idle(self, next_flush: float) -> None:
         now = self.clock.now()

@@ -98,6 +98,50 @@ def test_reflector_survives_apiserver_restart_and_resyncs(fresh_control_plane: C
     asyncio.run(run())
 
 
+def test_a_nodemetric_nested_too_deep_is_malformed_and_the_watch_goes_on(cluster: ControlPlane) -> None:
+    """Issue 29: podsMetric[].extensions (preserve-unknown-fields) 1,100 levels deep is refused by orjson and by
+    `json` (RecursionError); the LIST page holding it failed, and the reflector re-listed every 0.5 s for ever."""
+    from prometheus_client import REGISTRY
+
+    suite = uuid.uuid4().hex[:8]
+    deep, good, later = (f"deep-{suite}", f"good-{suite}", f"later-{suite}")
+    extensions = '{"x":' * 1_100 + "1" + "}" * 1_100  # built as text: no encoder we use writes it
+    for name in (deep, good):
+        cluster.kubectl("create", "-f", "-", input=json.dumps(nodemetric(name, suite)))
+    entry = '{"namespace":"d","name":"p","podUsage":{},"extensions":' + extensions + '}'
+    status = '{"status":{"podsMetric":[' + entry + ']}}'
+    cluster.kubectl("patch", "nodemetric", deep, "--subresource=status", "--type=merge", "-p", status)
+
+    def too_deep() -> float:
+        labels = {"kind": "NodeMetric", "reason": "too_deep"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    async def run() -> tuple[int, float]:
+        http = await KubeHTTP.connect(cluster.kubeconfig)
+        before = too_deep()
+        reflector = Reflector(http, NM_PATH, name=f"deep-{suite}", label_selector=f"suite={suite}")
+        task = asyncio.create_task(reflector.run())
+        try:
+            await asyncio.wait_for(reflector.synced.wait(), 15)
+            assert sorted(reflector.store) == sorted([deep, good])
+            assert reflector.store[deep]["status"]["podsMetric"][0]["name"] == "p"  # the rest of the object is kept
+            await http.create(NM_PATH, nodemetric(later, suite))
+            await wait_for(lambda: later in reflector.store)
+            relists = REGISTRY.get_sample_value("loadline_kube_relists_total", {"resource": reflector.name})
+            assert reflector.stalled(0) is None
+            return int(relists or 0), too_deep() - before
+        finally:
+            task.cancel()
+            for name in (deep, good, later):  # the session's control plane is shared: other tests count NodeMetrics
+                with contextlib.suppress(KubeError):
+                    await http.delete(f"{NM_PATH}/{name}")
+            await http.close()
+
+    relists, counted = asyncio.run(run())
+    assert relists == 1  # listed once, then watched: no relist loop
+    assert counted == 1  # this version, once
+
+
 def test_events_are_recorded_on_the_object(cluster: ControlPlane, namespace: str) -> None:
     cluster.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "victim", "namespace": namespace},
                    "spec": {"containers": [{"name": "c", "image": "fake"}]}})  # fmt: skip

@@ -150,3 +150,18 @@ def test_fast_is_prod_agrees_with_the_defaulted_priority_class(
 ) -> None:
     pod = rs_pod("x", "n", priority=priority, k8s_qos=k8s_qos, labels=labels)
     assert is_prod(pod) == (priority_class_with_default(pod) == "koord-prod")
+
+
+@pytest.mark.parametrize(
+    "cost",
+    ["99999999999999999999", "-99999999999999999999", "2147483648", "+5", "007", " 5", "1_0", "٣", "9" * 5000],
+)
+def test_a_cost_past_int32_or_not_as_go_reads_it_counts_as_0_and_the_round_still_sorts(cost: str) -> None:
+    """Issue 29: a pod-deletion-cost past int64 made the round's int64 array raise, every round, for every node."""
+    pods = [
+        rs_pod("hostile", "n", annotations={"controller.kubernetes.io/pod-deletion-cost": cost}, created=10),
+        rs_pod("hostile-evict", "n", annotations={"scheduling.koordinator.sh/eviction-cost": cost}, created=20),
+        rs_pod("cheap", "n", annotations={"controller.kubernetes.io/pod-deletion-cost": "-1"}),
+        rs_pod("dear", "n", annotations={"controller.kubernetes.io/pod-deletion-cost": "2147483647"}),
+    ]
+    assert order(pods) == ["cheap", "hostile-evict", "hostile", "dear"]

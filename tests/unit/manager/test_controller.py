@@ -212,6 +212,23 @@ def test_the_moment_a_nodemetric_goes_stale_is_scheduled() -> None:
     assert result.recheck_after == pytest.approx(5 * 60 + 1)  # 15 min after the update, plus a second
 
 
+@pytest.mark.parametrize(
+    "when", ["9999-12-31T23:59:59Z", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z"]
+)
+def test_an_update_time_at_the_ends_of_the_calendar_is_expired_not_an_error(when: str) -> None:
+    """Issue 29: `updateTime + minutes` raised OverflowError (or ValueError: year 0) in every reconcile of the node;
+    Go reads these times, and both ends are stale (the future one by the clock-skew rule)."""
+    writer = BatchWriter(FakeHTTP().as_kube())
+    obj = MakeNodeMetric("n1").updated(NOW).system("0", "0").valid()
+    obj["status"]["updateTime"] = when
+    metric = digest_node_metric(obj)
+    assert metric.problem is None  # a valid time: the object is fine, the arithmetic must be too
+    current = node("n1", **{BATCH_CPU: "6000", BATCH_MEMORY: "1Gi"})
+    result = run(writer.sync(current, [], metric, BatchStrategy(enable=True), NOW))
+    assert result.outcome.verdict is BatchVerdict.NODE_METRIC_EXPIRED
+    assert result.decision.write and result.recheck_after is None  # the batch resources go; nothing to wait for
+
+
 def test_a_node_that_goes_takes_its_nodemetric_and_nodeslo_and_orphans_are_found(setup: Any) -> None:
     controller, http, _ = setup
     feed(controller.nodes, "ADDED", node("n1"))

@@ -79,3 +79,32 @@ def test_shut_down_wakes_waiting_workers() -> None:
         assert len(q) == 0
 
     run(body())
+
+
+def test_backoff_saturates_at_the_maximum_after_any_number_of_failures() -> None:
+    """Issue 29: `base * 2.0 ** failures` raised OverflowError at the 1,025th failure, inside the worker's except."""
+
+    async def body() -> list[float]:
+        q = WorkQueue(base_backoff_seconds=0.5, max_backoff_seconds=60)
+        delays = [q.add_rate_limited("n") for _ in range(2_000)]
+        q.shut_down()
+        return delays
+
+    delays = run(body())
+    assert isinstance(delays, list)
+    assert delays[:4] == [0.5, 1.0, 2.0, 4.0] and delays[-1] == 60.0 and max(delays) == 60.0
+
+
+def test_stuck_counts_while_keys_wait_and_nothing_moves() -> None:
+    async def body() -> tuple[float, float, float]:
+        q = WorkQueue()
+        idle = q.stuck_seconds()
+        q.add("a")
+        await asyncio.sleep(0.05)
+        waiting = q.stuck_seconds()  # no worker takes it
+        key = await q.get()
+        q.done(key)
+        return idle, waiting, q.stuck_seconds()
+
+    idle, waiting, drained = run(body())  # type: ignore[misc]
+    assert idle == 0.0 and waiting >= 0.04 and drained == 0.0
