@@ -143,7 +143,13 @@ def format_time(value: datetime | float, *, micro: bool = False) -> str:
         value = datetime.fromtimestamp(value, UTC)
     elif value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+    if value.utcoffset():
+        try:
+            value = value.astimezone(UTC)
+        except OverflowError:  # past the calendar's ends (0001-01-01T00:00:00+01:00): clamped, datetime stops there
+            value = datetime.min.replace(tzinfo=UTC) if value.year == 1 else datetime.max.replace(tzinfo=UTC)
+    # the year by hand: strftime's %Y does not pad years below 1000 on glibc ("1-01-01")
+    return f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S.%fZ" if micro else "%m-%dT%H:%M:%SZ")
 
 
 Time = Annotated[datetime, BeforeValidator(_parse_time), PlainSerializer(format_time, return_type=str)]

@@ -4,7 +4,7 @@ scheduler, descheduler and manager read it, and the one time parser/formatter.""
 from __future__ import annotations
 
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
@@ -63,6 +63,11 @@ def test_format_time() -> None:
     assert format_time(when, micro=True) == "2026-07-24T06:52:45.123456Z"
     assert format_time(when.timestamp()) == "2026-07-24T06:52:45Z"  # epoch seconds
     assert format_time(when.replace(tzinfo=None)) == "2026-07-24T06:52:45Z"  # naive is UTC
+    # the calendar's ends: a four-digit year, and offsets that would cross them clamped rather than raising
+    assert format_time(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00Z"
+    assert format_time(datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))) == "0001-01-01T00:00:00Z"
+    assert format_time(datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-1)))) == "9999-12-31T23:59:59Z"
+    assert format_time(datetime(2026, 7, 24, 8, 52, 45, tzinfo=timezone(timedelta(hours=2)))) == "2026-07-24T06:52:45Z"
 
 
 def test_target_aggregated_usage_falls_back_as_koordinator() -> None:
