@@ -277,10 +277,8 @@ class QoSEnforcer:
             entry = self._digests.get(uid)
             if entry is None or entry[0] is not pod:
                 entry = (pod, digest_pod(pod))
-                if counting and entry[1].problem is not None:
-                    self.malformed.report(POD, entry[1].key, pod, entry[1].problem)
-                elif counting:
-                    self.malformed.clear(POD, entry[1].key)
+                if counting:
+                    self.malformed.account(POD, entry[1].key, pod, entry[1].problem or entry[1].part_problem)
             fresh[uid] = entry
         self._digests = fresh
         return fresh

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodedigest import NodeDigest
 from common.api.pod import KoordQoSClass, KubeQoSClass
 from common.api.poddigest import PodDigest
 from common.api.reservation import node_reservation
-from common.cpulist import parse_cpu_list
-
-# Koordinator's scheduler records the CPUs it bound an LSE/LSR pod to here: {"cpuset": "0-3"}.
-ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,22 +52,15 @@ def is_terminating(pod: PodDigest) -> bool:
 
 
 def exclusive_cpus(pods: Iterable[PodDigest]) -> tuple[list[int], list[int]]:
-    """(LSE CPUs, LSR CPUs) bound by Koordinator's scheduler, from the pods' resource-status annotation."""
+    """(LSE CPUs, LSR CPUs) bound by Koordinator's scheduler, from the pods' resource-status annotation
+    (read in the pod digest: an unusable one is counted there and binds no CPU, as an absent one)."""
     lse: set[int] = set()
     lsr: set[int] = set()
     for pod in pods:
         if pod.problem is not None or is_terminating(pod):
             continue
-        text = pod.annotations.get(ANNOTATION_RESOURCE_STATUS)
-        if not text:
-            continue
-        try:
-            doc = json.loads(text)
-            cpus = parse_cpu_list(doc.get("cpuset") or "") if isinstance(doc, dict) else []
-        except (json.JSONDecodeError, ValueError, AttributeError):
-            continue
         if pod.koord_qos is KoordQoSClass.LSE:
-            lse.update(cpus)
+            lse.update(pod.bound_cpus)
         elif pod.koord_qos is KoordQoSClass.LSR:
-            lsr.update(cpus)
+            lsr.update(pod.bound_cpus)
     return sorted(lse), sorted(lsr)

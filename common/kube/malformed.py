@@ -54,6 +54,13 @@ class MalformedObjects:
             "skipping malformed %s %s: %s", kind, key, error, extra=ctx(kind=kind, object=key, resourceVersion=version)
         )
 
+    def account(self, kind: str, key: str, obj: Mapping[str, Any] | None, problem: Exception | None) -> None:
+        """Report `problem` of this object version, or clear the object when there is none."""
+        if problem is None:
+            self.clear(kind, key)
+        else:
+            self.report(kind, key, obj, problem)
+
     def clear(self, kind: str, key: str) -> None:
         """The object is readable again (fixed, or deleted)."""
         if self._seen.pop((kind, key), None) is not None:
