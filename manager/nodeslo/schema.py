@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from common.api import scheduling
+from common.api.nodemetric import MAX_AGGREGATE_WINDOW_SECONDS, MAX_AGGREGATE_WINDOWS, check_aggregate_seconds
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 
@@ -35,6 +36,16 @@ def _positive_duration(value: GoDuration) -> GoDuration:
 
 
 PositiveDuration = Annotated[GoDuration, AfterValidator(_positive_duration)]
+
+
+def _window_agents_can_keep(value: GoDuration) -> GoDuration:
+    check_aggregate_seconds(value.seconds)  # the agents obey it: refused here rather than OOM-killed there
+    return value
+
+
+# An aggregation window every agent keeps samples for (common/api/nodemetric.py MAX_AGGREGATE_WINDOW_SECONDS).
+AggregateWindow = Annotated[PositiveDuration, AfterValidator(_window_agents_can_keep)]
+AggregateSeconds = Annotated[int, Field(ge=1, le=MAX_AGGREGATE_WINDOW_SECONDS)]
 
 
 def _valid_quantity(value: str | int) -> str | int:
@@ -122,12 +133,12 @@ class NodeProfile(GoJSONModel):
 
 # --- colocation-config ------------------------------------------------------------------
 class AggregatePolicy(GoJSONModel):
-    durations: list[PositiveDuration] | None = None
+    durations: Annotated[list[AggregateWindow], Field(max_length=MAX_AGGREGATE_WINDOWS)] | None = None
 
 
 class ColocationStrategy(GoJSONModel):
     enable: bool | None = None
-    metric_aggregate_duration_seconds: PositiveSeconds | None = Field(
+    metric_aggregate_duration_seconds: AggregateSeconds | None = Field(
         default=None, alias="metricAggregateDurationSeconds"
     )
     metric_report_interval_seconds: PositiveSeconds | None = Field(default=None, alias="metricReportIntervalSeconds")

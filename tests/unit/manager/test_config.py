@@ -147,6 +147,14 @@ def test_percent_above_100_names_key_and_field() -> None:
         ({"cpuCalculatePolicy": "request"}, "cpuCalculatePolicy"),
         ({"metricAggregatePolicy": {"durations": ["-5m"]}}, "metricAggregatePolicy.durations[0]"),
         ({"metricAggregatePolicy": {"durations": ["5 minutes"]}}, "metricAggregatePolicy.durations[0]"),
+        # issue 29, example 2: 168h sized every agent's ring to ~605,000 samples per series
+        ({"metricAggregatePolicy": {"durations": ["5m0s", "168h0m0s"]}}, "metricAggregatePolicy.durations[1]"),
+        ({"metricAggregatePolicy": {"durations": [f"{m}m" for m in range(1, 10)]}}, "metricAggregatePolicy.durations"),
+        ({"metricAggregateDurationSeconds": 604800}, "metricAggregateDurationSeconds"),
+        (
+            {"nodeConfigs": [{"name": "a", "metricAggregatePolicy": {"durations": ["2h"]}}]},
+            "nodeConfigs[0].metricAggregatePolicy.durations[0]",
+        ),
         (
             {"nodeConfigs": [{"name": "a"}, {"name": "b", "cpuReclaimThresholdPercent": -5}]},
             "nodeConfigs[1].cpuReclaimThresholdPercent",
