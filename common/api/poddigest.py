@@ -105,8 +105,14 @@ class PodResources:
 
 
 ResourceSignature = tuple[Any, ...]
+# Distinct resource specs held (Pods come from a few templates; a cluster of 15,000 nodes has some thousands): each
+# distinct one is computed once; past the limit the table starts over rather than grow with every tenant's spec.
 _RESOURCES: dict[ResourceSignature, PodResources | MalformedObjectError] = {}
 _RESOURCES_LIMIT: Final = 50_000
+# Distinct resource names one pod may request or limit. Kubernetes bounds their number only by the object size
+# (1.5 MiB), and each new name is a column of every node in the scheduler's arrays; a real pod names cpu, memory,
+# ephemeral-storage, hugepages, Koordinator's batch/mid resources and a few devices: well under this.
+MAX_POD_RESOURCE_NAMES: Final = 64
 
 
 def _items(resources: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -165,6 +171,14 @@ def _pod_of(signature: ResourceSignature, defaulted: bool = False) -> dict[str, 
 
 def _compute_resources(signature: ResourceSignature) -> PodResources | MalformedObjectError:
     pod = _pod_of(signature)
+    names = _resource_names(signature)
+    if len(names) > MAX_POD_RESOURCE_NAMES:
+        return MalformedObjectError(
+            f"{len(names)} distinct resource names, at most {MAX_POD_RESOURCE_NAMES} (each is a column of every node)",
+            kind=KIND,
+            field="spec.containers[*].resources",
+            reason=MalformedReason.OUT_OF_RANGE,
+        )
     try:
         requests = {name: scalar(name, q) for name, q in pod_requests(pod).items()}
         limits, part_problem = _limits(pod)
@@ -202,6 +216,15 @@ def _limits(pod: Mapping[str, Any]) -> tuple[dict[str, int], MalformedObjectErro
                 reason=MalformedReason.OUT_OF_RANGE,
             )
     return limits, problem
+
+
+def _resource_names(signature: ResourceSignature) -> set[str]:
+    containers, init_containers, pod_requests_, pod_limits_, overhead, _ = signature
+    names = {name for part in (pod_requests_, pod_limits_, overhead) for name, _ in part}
+    for _, requests, limits in (*containers, *init_containers):
+        names.update(name for name, _ in requests)
+        names.update(name for name, _ in limits)
+    return names
 
 
 def pod_resources(spec: PodSpecView, qos_reported: str | None) -> PodResources | MalformedObjectError:

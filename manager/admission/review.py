@@ -96,6 +96,8 @@ def pod_shape_problem(pod: JSON) -> str | None:
         return "spec.priority is not an integer"
     if not isinstance(spec.get("overhead") or {}, dict):
         return "spec.overhead is not an object"
+    if not _requirements(spec.get("resources")):  # PodLevelResources
+        return "spec.resources is not an object of requests and limits"
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
         if containers is None:
@@ -103,11 +105,16 @@ def pod_shape_problem(pod: JSON) -> str | None:
         if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
             return f"spec.{key} is not a list of objects"
         for c in containers:
-            resources = c.get("resources")
-            if resources is not None and (not isinstance(resources, dict) or not all(
-                    isinstance(resources.get(k) or {}, dict) for k in ("requests", "limits"))):  # fmt: skip
+            if not _requirements(c.get("resources")):
                 return f"spec.{key}[].resources is not an object of requests and limits"
     return None
+
+
+def _requirements(resources: Any) -> bool:
+    """Absent, or a ResourceRequirements object whose requests and limits are objects."""
+    return resources is None or (
+        isinstance(resources, dict) and all(isinstance(resources.get(k) or {}, dict) for k in ("requests", "limits"))
+    )
 
 
 def _warnings(warnings: Sequence[str]) -> list[str]:

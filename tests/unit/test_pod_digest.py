@@ -154,3 +154,15 @@ def test_an_unusable_resource_status_binds_no_cpu_and_is_a_part_problem(text: st
     assert d.problem is None and d.requests == {"cpu": 1000}  # the pod is otherwise in force
     assert d.bound_cpus == ()
     assert d.part_problem is not None and "resource-status" in d.part_problem.field
+
+
+def test_a_pod_naming_more_resources_than_the_bound_is_malformed() -> None:
+    # Issue 29: each distinct name is a column of every node in the scheduler; one pod could add thousands.
+    from common.api.poddigest import MAX_POD_RESOURCE_NAMES
+
+    many = {f"example.com/r{i}": "1" for i in range(MAX_POD_RESOURCE_NAMES + 1)}
+    d = digest_pod(pod(containers=[{"resources": {"requests": many, "limits": many}}]))
+    assert d.problem is not None and d.problem.reason is MalformedReason.OUT_OF_RANGE
+    assert "distinct resource names" in d.problem.detail
+    del many["example.com/r0"]
+    assert digest_pod(pod(containers=[{"resources": {"requests": many, "limits": many}}])).problem is None

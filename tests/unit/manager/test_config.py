@@ -191,6 +191,9 @@ def test_colocation_bounds_that_koordinator_leaves_open_are_accepted() -> None:
         ("resource-threshold-config", {"clusterStrategy": {"cpuSuppressPolicy": "throttle"}}, "clusterStrategy.cpuSuppressPolicy"),
         ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0]"),
         ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0].operator"),
+        # issue 29: selector keys and values are label keys and values (bounded as on the nodes they match)
+        ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0]"),
+        ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "v" * 64}}}]}, "nodeStrategies[0].nodeSelector"),
     ],
 )  # fmt: skip
 def test_strategy_bounds(key: str, config: dict[str, Any], field: str) -> None:
