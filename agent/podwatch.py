@@ -103,7 +103,7 @@ class PodIndex:
             return
         digest = digest_pod(obj)
         if self.malformed is not None:
-            self.malformed.account(KIND, digest.key, obj, digest.problem or digest.part_problem)
+            self.malformed.account(KIND, digest.key, obj, digest.problem, digest.part_problem)
         pods = self._pods.setdefault(node, {})
         previous = pods.get(uid)
         pods[uid] = (obj, digest)

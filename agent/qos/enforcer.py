@@ -278,7 +278,7 @@ class QoSEnforcer:
             if entry is None or entry[0] is not pod:
                 entry = (pod, digest_pod(pod))
                 if counting:
-                    self.malformed.account(POD, entry[1].key, pod, entry[1].problem or entry[1].part_problem)
+                    self.malformed.account(POD, entry[1].key, pod, entry[1].problem, entry[1].part_problem)
             fresh[uid] = entry
         self._digests = fresh
         return fresh
