@@ -258,10 +258,7 @@ class QoSEnforcer:
     def _node_digest(self, node: Mapping[str, Any]) -> NodeDigest:
         if self._node is None or self._node[0] is not node:
             digest = digest_node(node)
-            if digest.problem is None:
-                self.malformed.clear("Node", self.node_name)
-            else:
-                self.malformed.report("Node", self.node_name, node, digest.problem)
+            self.malformed.account("Node", self.node_name, node, digest.problem, digest.part_problem)
             self._node = (node, digest)
         return self._node[1]
 

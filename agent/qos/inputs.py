@@ -10,7 +10,6 @@ from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodedigest import NodeDigest
 from common.api.pod import KoordQoSClass, KubeQoSClass
 from common.api.poddigest import PodDigest
-from common.api.reservation import node_reservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +24,7 @@ def node_facts(digest: NodeDigest) -> NodeFacts:
     """From the Node's digest (`common/api/nodedigest.py`); the caller skips the round for a malformed one."""
     capacity_cpu = digest.capacity.get(RESOURCE_CPU, 0)
     reserved = max(capacity_cpu - digest.allocatable.get(RESOURCE_CPU, 0), 0)
-    parsed = node_reservation(digest.annotations)
+    parsed = digest.reservation
     reserved_cpus: tuple[int, ...] = ()
     if parsed is not None:  # an unusable annotation is ignored, as Koordinator does
         reserved = max(reserved, parsed.cpu_milli)
