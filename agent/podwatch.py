@@ -103,10 +103,7 @@ class PodIndex:
             return
         digest = digest_pod(obj)
         if self.malformed is not None:
-            if digest.problem is None:
-                self.malformed.clear(KIND, digest.key)
-            else:
-                self.malformed.report(KIND, digest.key, obj, digest.problem)
+            self.malformed.account(KIND, digest.key, obj, digest.problem, digest.part_problem)
         pods = self._pods.setdefault(node, {})
         previous = pods.get(uid)
         pods[uid] = (obj, digest)

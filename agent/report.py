@@ -63,6 +63,8 @@ from common.api.nodemetric import (
     NodeMetricStatus,
     PodMetricInfo,
     ResourceMap,
+    check_aggregate_seconds,
+    check_aggregate_windows,
 )
 from common.api.poddigest import PodDigest, digest_pod
 from common.api.quantity import MAX_CONSUMER_UNITS, Format, Quantity
@@ -145,11 +147,19 @@ def effective_policy(
         spec = NodeMetricCollectPolicy.from_wire(spec)
     changes: dict[str, Any] = {}
     if spec.aggregate_duration_seconds:
+        try:
+            check_aggregate_seconds(spec.aggregate_duration_seconds)
+        except ValueError as exc:
+            raise ValueError(f"aggregateDurationSeconds: {exc}") from None
         changes["aggregate_duration_seconds"] = float(max(spec.aggregate_duration_seconds, min_aggregate_seconds))
     if spec.report_interval_seconds:
         changes["report_interval_seconds"] = float(max(spec.report_interval_seconds, min_report_seconds))
     durations = spec.node_aggregate_policy.durations if spec.node_aggregate_policy else None
     windows = tuple(d.seconds for d in durations or () if d.nanoseconds > 0)
+    try:
+        check_aggregate_windows(windows)  # each window sizes the ring: a ValueError ignores the spec
+    except ValueError as exc:
+        raise ValueError(f"nodeAggregatePolicy.durations: {exc}") from None
     if windows:
         changes["windows"] = windows
     if spec.node_memory_collect_policy:

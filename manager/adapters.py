@@ -16,7 +16,6 @@ from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.poddigest import digest_pod
 from manager.noderesource.model import NodeCapacity, PodOnNode, ResourcePair
-from manager.noderesource.reservation import reservation_from_annotations
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
 NODE_RESOURCES = (BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY)  # what the manager writes into Node status
@@ -54,7 +53,9 @@ def node_capacity(digest: NodeDigest) -> NodeCapacity:
     return NodeCapacity(
         capacity=_pair(digest.capacity),
         allocatable=_pair(digest.allocatable),
-        annotation_reserved=reservation_from_annotations(digest.annotations),
+        annotation_reserved=(
+            ResourcePair(digest.reservation.cpu_milli, digest.reservation.memory_bytes) if digest.reservation else None
+        ),
     )
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from prometheus_client import Gauge
 
-from common.api.constants import ANNOTATION_NODE_RESERVATION, BATCH_CPU, BATCH_MEMORY
+from common.api.constants import ANNOTATION_NODE_RESERVATION, ANNOTATION_RAW_ALLOCATABLE, BATCH_CPU, BATCH_MEMORY
+from common.api.malformed import MalformedObjectError
 from common.api.nodemetric_digest import NodeMetricDigest
 from common.kube.http import JSON, KubeError, KubeHTTP
 from common.logging import ctx
@@ -49,12 +50,17 @@ class BatchSync:
     stored: JSON | None  # the Node as the server stored it after our write; None: not written
     recheck_after: float | None  # seconds until the node must be looked at again even without events
     mid: MidOutcome | None = None  # None: mid resources not managed in this sync
+    node_part_problem: MalformedObjectError | None = None  # an annotation of the Node treated as absent (counted)
 
 
 def status_patch(desired: Mapping[str, int], names: Iterable[str] = (BATCH_CPU, BATCH_MEMORY)) -> JSON:
     """Merge patch setting (or, for `names` missing from `desired`, removing) the batch (and mid) resources."""
     values: dict[str, Any] = {name: str(desired[name]) if name in desired else None for name in names}
     return {"status": {"capacity": dict(values), "allocatable": dict(values)}}
+
+
+# What a Node's status and annotations parse to: capacity, batch/mid allocatable and capacity, its part problem.
+_Parsed = tuple[NodeCapacity, dict[str, int], dict[str, int], MalformedObjectError | None]
 
 
 class BatchWriter:
@@ -66,24 +72,26 @@ class BatchWriter:
         self._verdict_counts: dict[BatchVerdict, int] = {}
         self.exported: set[str] = set()  # nodes with loadline_manager_node_batch_allocatable series
         self.exported_mid: set[str] = set()  # nodes with loadline_manager_node_mid_allocatable series
-        # name -> (capacity, allocatable, reservation annotation as seen) and what they parse to: a resync
+        # name -> (capacity, allocatable, the annotations read as seen) and what they parse to: a resync
         # pass re-reads thousands of unchanged nodes, and quantity parsing would dominate it.
-        self._parsed: dict[str, tuple[Any, Any, Any, NodeCapacity, dict[str, int], dict[str, int]]] = {}
+        self._parsed: dict[str, tuple[Any, Any, Any, _Parsed]] = {}
 
-    def _parse(self, name: str, node: Mapping[str, Any]) -> tuple[NodeCapacity, dict[str, int], dict[str, int]]:
+    def _parse(self, name: str, node: Mapping[str, Any]) -> _Parsed:
         status = node.get("status") or {}
         capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
-        annotation = ((node.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_NODE_RESERVATION)
+        annotations = (node.get("metadata") or {}).get("annotations") or {}
+        annotation = (annotations.get(ANNOTATION_NODE_RESERVATION), annotations.get(ANNOTATION_RAW_ALLOCATABLE))
         cached = self._parsed.get(name)
         if cached is not None and cached[0] == capacity and cached[1] == allocatable and cached[2] == annotation:
-            return cached[3], cached[4], cached[5]
+            return cached[3]
         digest = node_digest(node)
         parsed = (
             node_capacity(digest),
             node_batch_resources(digest, "allocatable", NODE_RESOURCES),
             node_batch_resources(digest, "capacity", NODE_RESOURCES),
+            digest.part_problem,
         )
-        self._parsed[name] = (capacity, allocatable, annotation, *parsed)
+        self._parsed[name] = (capacity, allocatable, annotation, parsed)
         return parsed
 
     def forget(self, name: str) -> None:
@@ -140,7 +148,7 @@ class BatchWriter:
     ) -> BatchSync:
         """Bring the node's batch resources (and, given `mid`, its mid resources) to what they should be now."""
         name = str((node.get("metadata") or {}).get("name"))
-        capacity, current, current_capacity = self._parse(name, node)
+        capacity, current, current_capacity, part_problem = self._parse(name, node)
         pod_list = list(pods)
         outcome = batch_outcome(capacity, pod_list, metric, strategy, now)
         mid_result = mid_outcome(capacity, pod_list, metric, mid, now) if mid is not None else None
@@ -166,7 +174,7 @@ class BatchWriter:
         if not decision.write:
             if decision.reason != "unchanged":
                 metrics.BATCH_SKIPPED_WRITES.inc()
-            return BatchSync(outcome, decision, None, recheck, mid_result)
+            return BatchSync(outcome, decision, None, recheck, mid_result, part_problem)
 
         try:
             stored = await self.http.merge_patch(f"/api/v1/nodes/{name}/status", status_patch(desired, names))
@@ -187,7 +195,7 @@ class BatchWriter:
                 else f"mid removed: {mid_result.verdict.value}"
             )
         log.info("node %s batch resources written: %s", name, decision.reason, extra=ctx(calculation=detail))
-        return BatchSync(outcome, decision, stored, recheck, mid_result)
+        return BatchSync(outcome, decision, stored, recheck, mid_result, part_problem)
 
     def _recheck_after(
         self,

@@ -346,7 +346,7 @@ class Controller:
             self.malformed.report("Node", name, node, exc)
             return
         if not colocation.warnings:
-            self.malformed.clear("Node", name)
+            self.malformed.account("Node", name, node, None, result.node_part_problem)
         if result.stored is not None:
             # Until the watch delivers our own write, later reconciles must compare against it,
             # not against the Node as it was before (which would write the same change again).

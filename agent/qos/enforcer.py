@@ -259,10 +259,7 @@ class QoSEnforcer:
     def _node_digest(self, node: Mapping[str, Any]) -> NodeDigest:
         if self._node is None or self._node[0] is not node:
             digest = digest_node(node)
-            if digest.problem is None:
-                self.malformed.clear("Node", self.node_name)
-            else:
-                self.malformed.report("Node", self.node_name, node, digest.problem)
+            self.malformed.account("Node", self.node_name, node, digest.problem, digest.part_problem)
             self._node = (node, digest)
         return self._node[1]
 
@@ -278,10 +275,8 @@ class QoSEnforcer:
             entry = self._digests.get(uid)
             if entry is None or entry[0] is not pod:
                 entry = (pod, digest_pod(pod))
-                if counting and entry[1].problem is not None:
-                    self.malformed.report(POD, entry[1].key, pod, entry[1].problem)
-                elif counting:
-                    self.malformed.clear(POD, entry[1].key)
+                if counting:
+                    self.malformed.account(POD, entry[1].key, pod, entry[1].problem, entry[1].part_problem)
             fresh[uid] = entry
         self._digests = fresh
         return fresh

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from common.api.constants import RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodedigest import NodeDigest
 from common.api.pod import KoordQoSClass, KubeQoSClass
 from common.api.poddigest import PodDigest
-from common.api.reservation import node_reservation
-from common.cpulist import parse_cpu_list
-
-# Koordinator's scheduler records the CPUs it bound an LSE/LSR pod to here: {"cpuset": "0-3"}.
-ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +24,7 @@ def node_facts(digest: NodeDigest) -> NodeFacts:
     """From the Node's digest (`common/api/nodedigest.py`); the caller skips the round for a malformed one."""
     capacity_cpu = digest.capacity.get(RESOURCE_CPU, 0)
     reserved = max(capacity_cpu - digest.allocatable.get(RESOURCE_CPU, 0), 0)
-    parsed = node_reservation(digest.annotations)
+    parsed = digest.reservation
     reserved_cpus: tuple[int, ...] = ()
     if parsed is not None:  # an unusable annotation is ignored, as Koordinator does
         reserved = max(reserved, parsed.cpu_milli)
@@ -57,22 +51,15 @@ def is_terminating(pod: PodDigest) -> bool:
 
 
 def exclusive_cpus(pods: Iterable[PodDigest]) -> tuple[list[int], list[int]]:
-    """(LSE CPUs, LSR CPUs) bound by Koordinator's scheduler, from the pods' resource-status annotation."""
+    """(LSE CPUs, LSR CPUs) bound by Koordinator's scheduler, from the pods' resource-status annotation
+    (read in the pod digest: an unusable one is counted there and binds no CPU, as an absent one)."""
     lse: set[int] = set()
     lsr: set[int] = set()
     for pod in pods:
         if pod.problem is not None or is_terminating(pod):
             continue
-        text = pod.annotations.get(ANNOTATION_RESOURCE_STATUS)
-        if not text:
-            continue
-        try:
-            doc = json.loads(text)
-            cpus = parse_cpu_list(doc.get("cpuset") or "") if isinstance(doc, dict) else []
-        except (json.JSONDecodeError, ValueError, AttributeError):
-            continue
         if pod.koord_qos is KoordQoSClass.LSE:
-            lse.update(cpus)
+            lse.update(pod.bound_cpus)
         elif pod.koord_qos is KoordQoSClass.LSR:
-            lsr.update(cpus)
+            lsr.update(pod.bound_cpus)
     return sorted(lse), sorted(lsr)

@@ -46,6 +46,8 @@ LABEL_HOSTNAME: Final = "kubernetes.io/hostname"  # v1.LabelHostname (kube-sched
 LABEL_TOPOLOGY_ZONE: Final = "topology.kubernetes.io/zone"  # v1.LabelTopologyZone
 ANNOTATION_NODE_RESERVATION: Final = "node.koordinator.sh/reservation"
 ANNOTATION_RAW_ALLOCATABLE: Final = "node.koordinator.sh/raw-allocatable"
+# Koordinator's scheduler records the CPUs it bound an LSE/LSR pod to here: {"cpuset": "0-3"}.
+ANNOTATION_RESOURCE_STATUS: Final = "scheduling.koordinator.sh/resource-status"
 ANNOTATION_COLOCATION_STRATEGY: Final = "node.koordinator.sh/colocation-strategy"
 ANNOTATION_USAGE_THRESHOLDS: Final = "scheduling.koordinator.sh/usage-thresholds"
 LABEL_CPU_RECLAIM_RATIO: Final = "node.koordinator.sh/cpu-reclaim-ratio"

@@ -21,6 +21,7 @@ from common.api import constants as c
 from common.api.malformed import MalformedObjectError, MalformedReason, from_validation_error, quantity_reason
 from common.api.pod import scalar
 from common.api.quantity import Quantity, QuantityError
+from common.api.reservation import NodeReservation, ReservationError, parse_node_reservation
 from common.api.scheduling import Taint, parse_taints
 from common.api.wire import MetaView, QuantityText, WireView
 
@@ -56,8 +57,13 @@ class NodeDigest:
     # node.koordinator.sh/raw-allocatable (CPU normalisation, amplification): None when absent, or when it does not
     # read, for then Koordinator uses status.allocatable (apis/extension/node_resource_amplification.go)
     raw_allocatable: dict[str, int] | None = None
+    # node.koordinator.sh/reservation: None when absent, or when it does not read (Koordinator then ignores it)
+    reservation: NodeReservation | None = None
     unparsed: tuple[str, ...] = ()  # every resource field that did not parse ("status.allocatable.cpu")
     problem: MalformedObjectError | None = None  # the first thing wrong; only `name` is sure to be filled
+    # an annotation that does not read and is treated as absent (as Koordinator does); the rest is in force.
+    # Components count it like a problem (once per version) and otherwise use the digest.
+    part_problem: MalformedObjectError | None = None
 
 
 def _resources(
@@ -79,16 +85,46 @@ def _resources(
 
 
 def _raw_allocatable(annotations: Mapping[str, str]) -> dict[str, int] | None:
+    """Raises ValueError when the annotation does not read."""
     text = annotations.get(c.ANNOTATION_RAW_ALLOCATABLE)
     if not text:
         return None
     try:
         data = json.loads(text)
-        if not isinstance(data, Mapping):
-            return None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(data, Mapping):
+        raise ValueError("must be a JSON object")
+    try:
         return {str(name): scalar(str(name), Quantity.parse(raw)) for name, raw in data.items()}
-    except (ValueError, TypeError, RecursionError):  # QuantityError is a ValueError
-        return None
+    except TypeError as exc:  # QuantityError is a ValueError
+        raise ValueError(str(exc)) from None
+
+
+def _annotations(digest: NodeDigest) -> None:
+    """The annotations the digest reads; one that does not read is absent, and the node's part problem."""
+    annotations = digest.annotations
+    try:
+        digest.raw_allocatable = _raw_allocatable(annotations)
+    except ValueError as exc:
+        digest.part_problem = _annotation_problem(digest.name, c.ANNOTATION_RAW_ALLOCATABLE, exc)
+    if annotations.get(c.ANNOTATION_NODE_RESERVATION):
+        try:
+            digest.reservation = parse_node_reservation(annotations[c.ANNOTATION_NODE_RESERVATION])
+        except ReservationError as exc:
+            digest.part_problem = digest.part_problem or _annotation_problem(
+                digest.name, c.ANNOTATION_NODE_RESERVATION, exc
+            )
+
+
+def _annotation_problem(name: str, annotation: str, exc: Exception) -> MalformedObjectError:
+    return MalformedObjectError(
+        f"{str(exc)[:300]}; treated as absent",
+        kind=KIND,
+        name=name,
+        field=f"metadata.annotations[{annotation}]",
+        reason=MalformedReason.INVALID_VALUE,
+    )
 
 
 def allocatable_with_raw(allocatable: Mapping[str, int], raw: Mapping[str, int] | None) -> dict[str, int]:
@@ -124,8 +160,8 @@ def digest_node(obj: Mapping[str, Any]) -> NodeDigest:
         labels=meta.labels or {},
         annotations=meta.annotations or {},
         unschedulable=bool(spec.unschedulable),
-        raw_allocatable=_raw_allocatable(meta.annotations or {}),
     )
+    _annotations(digest)
     try:
         digest.taints = parse_taints(spec.taints)
     except MalformedObjectError as exc:

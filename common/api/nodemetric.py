@@ -34,6 +34,27 @@ DEFAULT_AGGREGATE_DURATIONS: Final = (
     GoDuration.from_seconds(600),
     GoDuration.from_seconds(1800),
 )
+# Every agent keeps one sample per collect interval (1 s) per series for its longest window or aggregate
+# duration: 1 h is 3,600 samples, twice Koordinator's longest default (30m); 168h would be ~605,000 per series.
+MAX_AGGREGATE_WINDOW_SECONDS: Final = 3600
+# Each window is one more percentile pass per report and one more aggregatedNodeUsages entry per NodeMetric.
+MAX_AGGREGATE_WINDOWS: Final = 8
+
+
+def check_aggregate_windows(seconds: list[float] | tuple[float, ...]) -> None:
+    """Raises ValueError when windows cost the agents unbounded memory or work (checked by manager and agent)."""
+    if len(seconds) > MAX_AGGREGATE_WINDOWS:
+        raise ValueError(f"{len(seconds)} durations, at most {MAX_AGGREGATE_WINDOWS} (one percentile pass each)")
+    for value in seconds:
+        check_aggregate_seconds(value)
+
+
+def check_aggregate_seconds(value: float) -> None:
+    if value > MAX_AGGREGATE_WINDOW_SECONDS:
+        raise ValueError(
+            f"{value:g}s is longer than {MAX_AGGREGATE_WINDOW_SECONDS}s: every agent would keep one sample per second "
+            "per series for it"
+        )
 
 
 class NodeMemoryCollectPolicy(enum.StrEnum):

@@ -15,6 +15,7 @@ part is computed once per distinct resources spec (`_RESOURCES`), not once per p
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -35,8 +36,9 @@ from common.api.pod import (
     qos_class_from,
     scalar,
 )
-from common.api.quantity import QuantityError
+from common.api.quantity import MAX_CONSUMER_UNITS, QuantityError, QuantityRangeError
 from common.api.wire import MetaView, QuantityText, Time, WireView
+from common.cpulist import parse_cpu_list
 
 KIND: Final = "Pod"
 
@@ -99,11 +101,18 @@ class PodResources:
     limits: dict[str, int]  # effective pod limits (PodLimits)
     nonzero_requests: tuple[int, int]  # (milli-cpu, memory) with kube-scheduler's defaults for missing values
     kube_qos: KubeQoSClass
+    part_problem: MalformedObjectError | None = None  # a limit past the range rule, held at the rule (see below)
 
 
 ResourceSignature = tuple[Any, ...]
+# Distinct resource specs held (Pods come from a few templates; a cluster of 15,000 nodes has some thousands): each
+# distinct one is computed once; past the limit the table starts over rather than grow with every tenant's spec.
 _RESOURCES: dict[ResourceSignature, PodResources | MalformedObjectError] = {}
 _RESOURCES_LIMIT: Final = 50_000
+# Distinct resource names one pod may request or limit. Kubernetes bounds their number only by the object size
+# (1.5 MiB), and each new name is a column of every node in the scheduler's arrays; a real pod names cpu, memory,
+# ephemeral-storage, hugepages, Koordinator's batch/mid resources and a few devices: well under this.
+MAX_POD_RESOURCE_NAMES: Final = 64
 
 
 def _items(resources: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
@@ -162,9 +171,17 @@ def _pod_of(signature: ResourceSignature, defaulted: bool = False) -> dict[str, 
 
 def _compute_resources(signature: ResourceSignature) -> PodResources | MalformedObjectError:
     pod = _pod_of(signature)
+    names = _resource_names(signature)
+    if len(names) > MAX_POD_RESOURCE_NAMES:
+        return MalformedObjectError(
+            f"{len(names)} distinct resource names, at most {MAX_POD_RESOURCE_NAMES} (each is a column of every node)",
+            kind=KIND,
+            field="spec.containers[*].resources",
+            reason=MalformedReason.OUT_OF_RANGE,
+        )
     try:
         requests = {name: scalar(name, q) for name, q in pod_requests(pod).items()}
-        limits = {name: scalar(name, q) for name, q in pod_limits(pod).items()}
+        limits, part_problem = _limits(pod)
         defaults = pod_requests(_pod_of(signature, defaulted=True))
         kube_qos = kube_qos_class(pod)
     except QuantityError as exc:
@@ -179,7 +196,35 @@ def _compute_resources(signature: ResourceSignature) -> PodResources | Malformed
             )
     cpu, memory = defaults.get(c.RESOURCE_CPU), defaults.get(c.RESOURCE_MEMORY)
     nonzero = (scalar(c.RESOURCE_CPU, cpu) if cpu else 0, scalar(c.RESOURCE_MEMORY, memory) if memory else 0)
-    return PodResources(requests, limits, nonzero, kube_qos)
+    return PodResources(requests, limits, nonzero, kube_qos, part_problem)
+
+
+def _limits(pod: Mapping[str, Any]) -> tuple[dict[str, int], MalformedObjectError | None]:
+    """The pod's limits; one past the range rule (`memory: 9Pi`) is held at the rule, i.e. no limit that any
+    node could reach, and reported: the pod's requests, which placement needs, stay in force (issue 29)."""
+    limits: dict[str, int] = {}
+    problem: MalformedObjectError | None = None
+    for name, q in pod_limits(pod).items():
+        try:
+            limits[name] = scalar(name, q)
+        except QuantityRangeError as exc:
+            limits[name] = MAX_CONSUMER_UNITS
+            problem = problem or MalformedObjectError(
+                f"{exc}; held at {MAX_CONSUMER_UNITS}, the pod's requests still count",
+                kind=KIND,
+                field=f"spec.containers[*].resources.limits.{name}",
+                reason=MalformedReason.OUT_OF_RANGE,
+            )
+    return limits, problem
+
+
+def _resource_names(signature: ResourceSignature) -> set[str]:
+    containers, init_containers, pod_requests_, pod_limits_, overhead, _ = signature
+    names = {name for part in (pod_requests_, pod_limits_, overhead) for name, _ in part}
+    for _, requests, limits in (*containers, *init_containers):
+        names.update(name for name, _ in requests)
+        names.update(name for name, _ in limits)
+    return names
 
 
 def pod_resources(spec: PodSpecView, qos_reported: str | None) -> PodResources | MalformedObjectError:
@@ -211,6 +256,29 @@ def _classes(
     return found
 
 
+# ----------------------------------------------------------------------------- bound CPUs
+def _bound_cpus(annotations: Mapping[str, str]) -> tuple[tuple[int, ...], MalformedObjectError | None]:
+    """The CPUs Koordinator's scheduler bound the pod to (`resource-status` {"cpuset": "0-3"}).
+
+    An unusable annotation (not JSON, a cpu list that does not parse or names a CPU past MAX_CPU_ID) binds
+    no CPU, as an absent one does in Koordinator (apis/extension/resource.go GetResourceStatus), and is the
+    pod's part problem. Its size is bounded by Kubernetes (all annotations ≤ 256 KiB, TotalAnnotationSizeLimitB)."""
+    text = annotations.get(c.ANNOTATION_RESOURCE_STATUS)
+    if not text:
+        return (), None
+    try:
+        doc = json.loads(text)
+        listed = doc.get("cpuset") if isinstance(doc, dict) else None
+        if listed is not None and not isinstance(listed, str):
+            raise ValueError("cpuset must be a cpu list string")
+        return tuple(parse_cpu_list(listed or "")), None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and CpuListError are ValueErrors
+        where = f"metadata.annotations[{c.ANNOTATION_RESOURCE_STATUS}]"
+        return (), MalformedObjectError(
+            f"{str(exc)[:200]}; no CPU bound", kind=KIND, field=where, reason=MalformedReason.INVALID_VALUE
+        )
+
+
 # ----------------------------------------------------------------------------- the digest
 _NO_RESOURCES: Final = PodResources({}, {}, (0, 0), KubeQoSClass.BEST_EFFORT)
 
@@ -234,7 +302,11 @@ class PodDigest:
     resources: PodResources = _NO_RESOURCES
     koord_qos: KoordQoSClass = KoordQoSClass.NONE  # label, else from the Kubernetes QoS class
     priority_class: PriorityClass = PriorityClass.NONE  # Koordinator's class, defaulted from the QoS class
+    bound_cpus: tuple[int, ...] = ()  # resource-status cpuset: CPUs Koordinator's scheduler bound an LSE/LSR pod to
     problem: MalformedObjectError | None = None  # set: the pod is unusable; only the identity is filled
+    # set: one part was unusable and is replaced by its safe value (named in the error); the rest is in force.
+    # Components count it like a problem (once per version) and otherwise use the digest.
+    part_problem: MalformedObjectError | None = None
 
     @property
     def key(self) -> str:
@@ -307,8 +379,19 @@ def digest_pod(obj: Mapping[str, Any]) -> PodDigest:
     if isinstance(resources, MalformedObjectError):
         return _malformed(obj, resources)
     labels = meta.labels or {}
+    annotations = meta.annotations or {}
     owners = tuple(meta.owner_references or ())
     koord_qos, priority_class = _classes(labels, spec.priority, spec.priority_class_name, resources.kube_qos)
+    bound_cpus, cpus_problem = _bound_cpus(annotations)
+    part_problem = resources.part_problem or cpus_problem
+    if part_problem is not None:
+        part_problem = MalformedObjectError(
+            part_problem.detail,
+            kind=KIND,
+            name=f"{meta.namespace or ''}/{meta.name}",
+            field=part_problem.field,
+            reason=part_problem.reason,
+        )
     return PodDigest(
         namespace=meta.namespace or "",
         name=meta.name,
@@ -318,7 +401,7 @@ def digest_pod(obj: Mapping[str, Any]) -> PodDigest:
         phase=status.phase or "",
         deleting=meta.deletion_timestamp is not None,
         labels=labels,
-        annotations=meta.annotations or {},
+        annotations=annotations,
         creation_timestamp=meta.creation_timestamp.timestamp() if meta.creation_timestamp else None,
         priority=spec.priority,
         priority_class_name=spec.priority_class_name or "",
@@ -327,4 +410,6 @@ def digest_pod(obj: Mapping[str, Any]) -> PodDigest:
         resources=resources,
         koord_qos=koord_qos,
         priority_class=priority_class,
+        bound_cpus=bound_cpus,
+        part_problem=part_problem,
     )

@@ -44,17 +44,36 @@ class MalformedObjects:
             for reason in MalformedReason:
                 MALFORMED_OBJECTS.labels(kind, reason.value)
 
-    def report(self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception) -> bool:
-        """Log and count this version of the object, once; True when it was new."""
+    def report(
+        self, kind: str, key: str, obj: Mapping[str, Any] | None, error: Exception, *, part: bool = False
+    ) -> bool:
+        """Log and count this version of the object, once; True when it was new. `part`: only a part of the object
+        is unusable (held at its safe value); the rest is used."""
         version = _version(obj)
         if self._seen.get((kind, key)) == version:
             return False  # this version was logged and counted already (a re-list delivers it again)
         self._seen[(kind, key)] = version
         MALFORMED_OBJECTS.labels(kind, reason_of(error).value).inc()
-        log.warning(
-            "skipping malformed %s %s: %s", kind, key, error, extra=ctx(kind=kind, object=key, resourceVersion=version)
-        )
+        message = "malformed part of %s %s, the rest is used: %s" if part else "skipping malformed %s %s: %s"
+        log.warning(message, kind, key, error, extra=ctx(kind=kind, object=key, resourceVersion=version))
         return True
+
+    def account(
+        self,
+        kind: str,
+        key: str,
+        obj: Mapping[str, Any] | None,
+        problem: Exception | None,
+        part_problem: Exception | None = None,
+    ) -> None:
+        """Report this object version's problem (the object is unusable), else its part problem (a part is held at
+        its safe value, the rest used: a digest's `part_problem`), else clear it."""
+        if problem is not None:
+            self.report(kind, key, obj, problem)
+        elif part_problem is not None:
+            self.report(kind, key, obj, part_problem, part=True)
+        else:
+            self.clear(kind, key)
 
     def clear(self, kind: str, key: str) -> None:
         """The object is readable again (fixed, or deleted)."""

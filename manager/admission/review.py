@@ -96,7 +96,7 @@ def pod_shape_problem(pod: JSON) -> str | None:
         return "spec.priority is not an integer"
     if not isinstance(spec.get("overhead") or {}, dict):
         return "spec.overhead is not an object"
-    if not _requests_and_limits(spec.get("resources")):  # PodLevelResources
+    if not _requirements(spec.get("resources")):  # PodLevelResources
         return "spec.resources is not an object of requests and limits"
     for key in ("containers", "initContainers"):
         containers = spec.get(key)
@@ -105,14 +105,16 @@ def pod_shape_problem(pod: JSON) -> str | None:
         if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
             return f"spec.{key} is not a list of objects"
         for c in containers:
-            if not _requests_and_limits(c.get("resources")):
+            if not _requirements(c.get("resources")):
                 return f"spec.{key}[].resources is not an object of requests and limits"
     return None
 
 
-def _requests_and_limits(resources: Any) -> bool:
-    return resources is None or (isinstance(resources, dict) and all(
-        isinstance(resources.get(k) or {}, dict) for k in ("requests", "limits")))  # fmt: skip
+def _requirements(resources: Any) -> bool:
+    """Absent, or a ResourceRequirements object whose requests and limits are objects."""
+    return resources is None or (
+        isinstance(resources, dict) and all(isinstance(resources.get(k) or {}, dict) for k in ("requests", "limits"))
+    )
 
 
 def _warnings(warnings: Sequence[str]) -> list[str]:

@@ -31,6 +31,8 @@ log = logging.getLogger("loadline.manager.webhook")
 
 Answer = tuple[int, bytes]
 LOG_EVERY_SECONDS = 60.0  # the same problem is logged at most this often (it is counted every time)
+# Distinct problems remembered for that: their keys carry request text (a bad request's error), so they are bounded.
+MAX_LOG_KEYS = 1024
 
 
 class Webhooks:
@@ -42,6 +44,10 @@ class Webhooks:
     def _log(self, level: int, key: str, message: str, *args: Any) -> None:
         now = time.monotonic()
         if now - self._logged.get(key, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
+            if len(self._logged) >= MAX_LOG_KEYS:  # keys carry request text: forget the quiet ones, else all
+                quiet = [k for k, at in self._logged.items() if now - at >= LOG_EVERY_SECONDS]
+                for k in quiet or list(self._logged):
+                    del self._logged[k]
             self._logged[key] = now
             log.log(level, message, *args)
 

@@ -50,6 +50,11 @@ class NodeColocation:
         return bool(self.strategy.get("enable"))
 
 
+# Distinct colocation-strategy annotation texts remembered per config: nodes of a cluster share a few; each node may
+# write any text (the API server bounds one node's annotations to 256 KiB), so the memo is bounded, not per version.
+MAX_ANNOTATION_MEMO: Final = 1024
+
+
 def colocation_for_node(
     config: SLOControllerConfig,
     labels: Mapping[str, str] | None,
@@ -70,10 +75,12 @@ def colocation_for_node(
     overlay: JSONDict | None = None
     text = annotations.get(ANNOTATION_COLOCATION_STRATEGY)
     if text is not None:
-        memo_key = ("colocation-annotation", text)
-        parsed = config.memo.get(memo_key)
+        parsed_by_text = config.memo.setdefault("colocation-annotations", {})
+        parsed = parsed_by_text.get(text)
         if parsed is None:
-            parsed = config.memo[memo_key] = parse_colocation_annotation(text)
+            if len(parsed_by_text) >= MAX_ANNOTATION_MEMO:
+                parsed_by_text.clear()  # keyed by what nodes write: starts over rather than grows
+            parsed = parsed_by_text[text] = parse_colocation_annotation(text)
         if isinstance(parsed, ConfigError):
             warnings.append(f"ignored: {parsed}")
         else:

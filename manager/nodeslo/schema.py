@@ -8,12 +8,15 @@ dicts (see merge.py), so the wire field names below are the ones Koordinator wri
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from common.api import scheduling
+from common.api.nodemetric import MAX_AGGREGATE_WINDOW_SECONDS, MAX_AGGREGATE_WINDOWS, check_aggregate_seconds
 from common.api.quantity import Quantity
+from common.api.validation import label_value_problems, qualified_name_problems
 from common.api.wire import GoDuration
 
 # Integers are Go int64 fields in Koordinator (and in the NodeSLO CRD we render them into);
@@ -35,6 +38,16 @@ def _positive_duration(value: GoDuration) -> GoDuration:
 
 
 PositiveDuration = Annotated[GoDuration, AfterValidator(_positive_duration)]
+
+
+def _window_agents_can_keep(value: GoDuration) -> GoDuration:
+    check_aggregate_seconds(value.seconds)  # the agents obey it: refused here rather than OOM-killed there
+    return value
+
+
+# An aggregation window every agent keeps samples for (common/api/nodemetric.py MAX_AGGREGATE_WINDOW_SECONDS).
+AggregateWindow = Annotated[PositiveDuration, AfterValidator(_window_agents_can_keep)]
+AggregateSeconds = Annotated[int, Field(ge=1, le=MAX_AGGREGATE_WINDOW_SECONDS)]
 
 
 def _valid_quantity(value: str | int) -> str | int:
@@ -99,12 +112,30 @@ class LabelSelectorRequirement(GoJSONModel):
             raise ValueError(f"operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
             raise ValueError(f"operator {self.operator} takes no values")
+        # A ConfigMap is not validated by the API server: a key or value no label can have matches no node, and
+        # the rules bound their length (key ≤ 253 + 1 + 63, value ≤ 63) as they are bounded on the nodes.
+        _check_label(self.key, self.values or ())
         return self
+
+
+def _check_label(key: str, values: Iterable[str]) -> None:
+    problems = qualified_name_problems(key)
+    if problems:
+        raise ValueError(f"key {key[:80]!r}: {problems[0]}")
+    for value in values:
+        if found := label_value_problems(value):
+            raise ValueError(f"value {value[:80]!r} of {key!r}: {found[0]}")
 
 
 class LabelSelector(GoJSONModel):
     match_labels: dict[str, str] | None = Field(default=None, alias="matchLabels")
     match_expressions: list[LabelSelectorRequirement] | None = Field(default=None, alias="matchExpressions")
+
+    @model_validator(mode="after")
+    def _labels_are_labels(self) -> LabelSelector:
+        for key, value in (self.match_labels or {}).items():
+            _check_label(key, (value,))
+        return self
 
     def compile(self) -> scheduling.LabelSelector:
         expressions = ((req.key, req.operator, req.values or ()) for req in self.match_expressions or ())
@@ -122,12 +153,12 @@ class NodeProfile(GoJSONModel):
 
 # --- colocation-config ------------------------------------------------------------------
 class AggregatePolicy(GoJSONModel):
-    durations: list[PositiveDuration] | None = None
+    durations: Annotated[list[AggregateWindow], Field(max_length=MAX_AGGREGATE_WINDOWS)] | None = None
 
 
 class ColocationStrategy(GoJSONModel):
     enable: bool | None = None
-    metric_aggregate_duration_seconds: PositiveSeconds | None = Field(
+    metric_aggregate_duration_seconds: AggregateSeconds | None = Field(
         default=None, alias="metricAggregateDurationSeconds"
     )
     metric_report_interval_seconds: PositiveSeconds | None = Field(default=None, alias="metricReportIntervalSeconds")

@@ -10,8 +10,8 @@ scored by estimated free load.
 
 * `nodeCacheCapable: true` — kube-scheduler sends node names only; the extender's own
   list+watch caches (nodes, assigned pods, NodeMetrics: `cache`) supply the objects.
-* `nodeCacheCapable: false` — kube-scheduler sends full Node objects; they are used as sent
-  (and echoed back for the nodes that pass), pods and NodeMetrics still come from the caches.
+* `nodeCacheCapable: false` — kube-scheduler sends full Node objects; they are echoed back for the
+  nodes that pass, and judged on the watched copies (a request never writes into the caches).
 * Plugins are chosen and configured with a KubeSchedulerConfiguration (`profiles`), like the
   scheduler's own; a pod whose `schedulerName` names a profile uses it, others the first.
 * Scores: each plugin's 0..100 score × its weight, summed, then mapped to the extender's 0..10

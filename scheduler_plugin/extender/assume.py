@@ -21,13 +21,19 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 
 DEFAULT_TTL_SECONDS = 15.0
+# Stand-ins held at once: kube-scheduler places a few hundred pods a second, so one TTL of them is a few
+# thousand; requests beyond that (a flood of made-up pods) retire the oldest stand-in instead of growing the cache.
+MAX_PROVISIONAL = 10_000
 
 
 class ProvisionalPlacements:
-    def __init__(self, snapshot: Snapshot, clock: Clock, ttl_seconds: float = DEFAULT_TTL_SECONDS) -> None:
+    def __init__(
+        self, snapshot: Snapshot, clock: Clock, ttl_seconds: float = DEFAULT_TTL_SECONDS, limit: int = MAX_PROVISIONAL
+    ) -> None:
         self.snapshot = snapshot
         self.clock = clock
         self.ttl_seconds = ttl_seconds
+        self.limit = limit
         # pod key -> (node we assumed it on, deadline); insertion order is deadline order (one TTL)
         self._pending: OrderedDict[str, tuple[str, float]] = OrderedDict()
 
@@ -46,15 +52,20 @@ class ProvisionalPlacements:
         self.snapshot.assume_pod(pod, node_name, self.clock.now())
         self._pending[pod.key] = (node_name, self.clock.now() + self.ttl_seconds)
         metrics.PROVISIONAL.labels("assumed").inc()
+        while len(self._pending) > self.limit:
+            oldest, _ = self._pending.popitem(last=False)
+            self._drop(oldest, "evicted")
 
     def release(self, key: str) -> None:
         """Drop our stand-in for a pod (it is being scheduled again, so it is not on any node)."""
-        if self._pending.pop(key, None) is None:
-            return
+        if self._pending.pop(key, None) is not None:
+            self._drop(key, "released")
+
+    def _drop(self, key: str, outcome: str) -> None:
         record = self.snapshot.records.get(key)
         if record is not None and record.assumed:
             self.snapshot.remove_pod(key)
-            metrics.PROVISIONAL.labels("released").inc()
+            metrics.PROVISIONAL.labels(outcome).inc()
 
     def settle(self) -> None:
         """Retire stand-ins whose binding arrived (counting whether we guessed the node) or whose TTL passed."""

@@ -94,12 +94,15 @@ class ExtenderCache:
             self.snapshot.upsert_node(obj)
         metrics.CACHE_OBJECTS.labels("node").set(self.snapshot.num_nodes)
 
-    def on_pod(self, kind: EventType, obj: JSON) -> None:
+    def on_pod(self, kind: EventType, obj: JSON) -> MalformedObjectError | None:
+        """Returns the pod's part problem (it is stored with that part held at its safe value)."""
+        part_problem = None
         if kind == "DELETED":
             self.snapshot.remove_pod(object_key(obj))
         else:
-            self.snapshot.upsert_pod(obj)
+            part_problem = self.snapshot.upsert_pod(obj).part_problem
         metrics.CACHE_OBJECTS.labels("pod").set(len(self.snapshot.pods))
+        return part_problem
 
     def _watched_handler(self, resource: WatchedResource) -> Callable[[EventType, JSON], None]:
         label = resource.kind.lower()
@@ -125,14 +128,14 @@ class ExtenderCache:
 
         return as_they_came
 
-    def _guarded(self, kind: str, handle: Callable[[EventType, JSON], None]) -> Handler:
+    def _guarded(self, kind: str, handle: Callable[[EventType, JSON], MalformedObjectError | None]) -> Handler:
         def handler(event: EventType, obj: JSON, _old: JSON | None) -> None:
             key = object_key(obj)
             try:
-                handle(event, obj)
+                part_problem = handle(event, obj)
             except MalformedObjectError as exc:
                 self.malformed.report(kind, key, obj, exc)
             else:
-                self.malformed.clear(kind, key)
+                self.malformed.account(kind, key, obj, None, part_problem)
 
         return handler

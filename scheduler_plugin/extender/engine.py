@@ -3,14 +3,14 @@ nodes kube-scheduler sends, answered in extender terms.
 
 Synchronous and free of I/O (the server and the caches feed it), so unit tests drive it with
 plain dicts. The snapshot is the extender's own cache of nodes, assigned pods and NodeMetrics;
-in full-Node mode the Node objects of the request are written into it first, so the decision is
-made on the same node state kube-scheduler used, with our pods and NodeMetrics. After
+in full-Node mode the Node objects of the request are echoed back, never written into it (a request is
+not trusted: see `candidates`). After
 prioritize, the pod is provisionally counted on the node kube-scheduler will most likely choose
 (see `assume`).
 
 Failure policy:
-* a node kube-scheduler knows but our cache does not (cache lag in nodeCacheCapable mode, or a
-  Node our parser rejects) passes the filter and scores 0 — the same fail-open stance
+* a node kube-scheduler knows but our cache does not (cache lag, or a Node our parser rejects) passes
+  the filter and scores 0 — the same fail-open stance
   LoadAwareScheduling takes for a node without a NodeMetric; counted in
   `loadline_extender_unknown_nodes_total`;
 * a plugin that errors or raises makes the whole answer an error (the filter's `Error` field;
@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from common.api.malformed import MalformedObjectError
-from common.kube.malformed import MalformedObjects
 from scheduler_plugin.extender import metrics
 from scheduler_plugin.extender.assume import DEFAULT_TTL_SECONDS, ProvisionalPlacements
 from scheduler_plugin.extender.wire import (
@@ -93,7 +92,6 @@ class ExtenderEngine:
         default_profile: str,
         assume_seconds: float = DEFAULT_TTL_SECONDS,
         score_scaling: ScoreScaling = "relative",
-        malformed: MalformedObjects | None = None,
     ) -> None:
         if default_profile not in frameworks:
             raise ValueError(f"default profile {default_profile!r} not among {sorted(frameworks)}")
@@ -101,7 +99,6 @@ class ExtenderEngine:
         self.snapshot = snapshot
         self.default_profile = default_profile
         self.score_scaling = score_scaling
-        self.malformed = malformed  # the cache's: Nodes sent in requests are counted with the watched ones
         for framework in self.frameworks.values():
             framework.snapshot = snapshot
         clock = self.frameworks[default_profile].clock
@@ -128,16 +125,18 @@ class ExtenderEngine:
             raise InvalidPod(f"Pod: {exc.field}: {exc.detail}" if exc.field else f"Pod: {exc.detail}") from None
 
     def candidates(self, args: ExtenderArgs) -> Candidates:
-        """Resolve the request's nodes to snapshot rows (full-Node mode: upserting the request's Nodes)."""
+        """Resolve the request's nodes to snapshot rows.
+
+        The request is not trusted (anyone who reaches the port can send one): its Node objects are only echoed
+        back, never written into the shared snapshot. A node is judged on the watched copy; one the watch does not
+        know passes unchecked (see the failure policy above) and is not added, so a request can neither grow the
+        cache nor overwrite the node every other request is judged on."""
         snap = self.snapshot
         names = args.candidate_names()
         objects: dict[str, Mapping[str, Any]] = {}
         if args.nodes is not None:
             for node in args.nodes:
-                name = node_name(node)
-                objects.setdefault(name, node)
-            for name, node in objects.items():
-                self._adopt_node(name, node)
+                objects.setdefault(node_name(node), node)
         rows: list[int] = []
         known: list[str] = []
         unknown: list[str] = []
@@ -152,20 +151,6 @@ class ExtenderEngine:
             metrics.UNKNOWN_NODES.inc(len(unknown))
             log.debug("nodes not in the extender's cache pass unchecked: %s", unknown[:10])
         return Candidates(names, np.asarray(rows, dtype=np.intp), known, unknown, objects)
-
-    def _adopt_node(self, name: str, node: Mapping[str, Any]) -> None:
-        """Use kube-scheduler's copy of a Node when ours is missing or a different version."""
-        info = self.snapshot.node_by_name(name)
-        if info is not None and _resource_version(info.raw) == _resource_version(node) != "":
-            return
-        try:
-            self.snapshot.upsert_node(node)
-        except MalformedObjectError as exc:
-            # Counted like a watched Node's version (the watch may have reported this very version already).
-            if self.malformed is not None:
-                self.malformed.report("Node", name, node, exc)
-            log.info("node %s from the request is not used; %s", name,
-                     "keeping the cached copy" if info is not None else "it passes unchecked")
 
     # ------------------------------------------------------------------ filter
     def filter(self, args: ExtenderArgs) -> JSON:
@@ -307,8 +292,3 @@ class ExtenderEngine:
         if not status.is_success() or scores.totals is None:
             raise PluginError(status.message)
         return scores.totals, MAX_NODE_SCORE * sum(scores.weights.values())
-
-
-def _resource_version(node: Mapping[str, Any]) -> str:
-    meta = node.get("metadata")
-    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""

@@ -135,7 +135,7 @@ async def serve(
     plugins = (plugin for framework in frameworks.values() for plugin in framework.plugins.values())
     cache = ExtenderCache(http, snapshot, resources=watched_by(plugins))
     engine = ExtenderEngine(frameworks, snapshot, default_profile=next(iter(frameworks)),
-                            assume_seconds=assume_seconds, score_scaling=score_scaling, malformed=cache.malformed)
+                            assume_seconds=assume_seconds, score_scaling=score_scaling)
     server = ExtenderServer(engine, ready=lambda: cache.synced, not_progressing=cache.not_progressing, prefix=prefix)
     stopping = stop or asyncio.Event()
     if stop is None:

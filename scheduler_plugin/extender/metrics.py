@@ -47,7 +47,8 @@ CACHE_SYNCED = Gauge("loadline_extender_cache_synced", "1 once nodes, pods and N
 PROVISIONAL = Counter(
     "loadline_extender_provisional_placements_total",
     "Pods counted on our best-scored node until their binding is seen, by outcome "
-    "(assumed; then confirmed = kube-scheduler chose that node, moved = another one, expired, released)",
+    "(assumed; then confirmed = kube-scheduler chose that node, moved = another one, expired, released, "
+    "evicted = the oldest past MAX_PROVISIONAL)",
     ["outcome"],
 )
 
@@ -57,5 +58,5 @@ for _verb in ("filter", "prioritize", "preempt"):
         _counter.labels(_verb)
 for _result in ("passed", "failed"):
     FILTERED_NODES.labels(_result)
-for _outcome in ("assumed", "confirmed", "moved", "expired", "released"):
+for _outcome in ("assumed", "confirmed", "moved", "expired", "released", "evicted"):
     PROVISIONAL.labels(_outcome)

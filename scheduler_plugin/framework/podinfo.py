@@ -62,6 +62,7 @@ class PodInfo:
         "nominated_node_name",
         "nonzero_requests",
         "num_containers",
+        "part_problem",
         "phase",
         "pod_affinity",
         "preempt_never",
@@ -96,6 +97,7 @@ class PodInfo:
     phase: str
     deleting: bool
     is_daemonset: bool
+    part_problem: MalformedObjectError | None  # the digest's: a part held at its safe value (counted by the cache)
     requests: dict[str, int]
     limits: dict[str, int]
     nonzero_requests: tuple[int, int]
@@ -158,6 +160,7 @@ class PodInfo:
         self.is_daemonset = digest.is_daemonset
         self.requests = digest.requests
         self.limits = digest.limits
+        self.part_problem = digest.part_problem
         self.nonzero_requests = digest.resources.nonzero_requests
         self.node_selector = string_map(spec.get("nodeSelector"), "spec.nodeSelector")
         self.required_affinity, self.preferred_affinity = parse_node_affinity(spec.get("affinity"))

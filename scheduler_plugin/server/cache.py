@@ -283,7 +283,7 @@ class ClusterCache:
                 snap.remove_pod(key)  # a pending pod we cannot read is not scheduled
             self.listener.pod_deleted(key, None)
             return
-        self.malformed.clear("Pod", key)
+        self.malformed.account("Pod", key, obj, None, pod.part_problem)
         held = key in snap.records
         if held and not pod.node_name and not pod.is_terminated:
             # Assumed (or just bound) by us and the watch has not caught up with the binding:

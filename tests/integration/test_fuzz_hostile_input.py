@@ -17,6 +17,11 @@ Afterwards:
 * no node whose NodeMetric is unusable receives more pods than the node without a usable NodeMetric (the
   manager creates a NodeMetric for every node; this one's agent never fills it in).
 
+The resource dimension (issue 29): bound pods with large and unusable parts (resource-status cpusets up to
+`0-4294967295` and 8,192 listed CPUs, limits of 9Pi and 8Ei, up to 80 extended resources, annotations up to 200 KB):
+every such pod is counted by the scheduler, the healthy nodes keep being scheduled, and no process's resident
+memory grows by more than RSS_GROWTH_BOUND over the run.
+
 `LOADLINE_FUZZ_EXAMPLES` sets the number of generated examples (each writes one to three
 objects); `make test` runs the default below, `make fuzz` a longer run.
 """
@@ -40,6 +45,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -72,6 +78,15 @@ POOL = "loadline.test/fuzz-pool"
 FUZZ_NODES = ("fuzz-0", "fuzz-1")
 BARE_NODE = "bare-0"  # never has a NodeMetric
 HEALTHY_NODES = ("healthy-0", "healthy-1")
+# Where the pods with hostile parts are bound: a node of its own, for a pod whose limit exceeds its request is
+# estimated at its limit by LoadAware (as Koordinator's DefaultEstimator does) until a NodeMetric reports it, so a
+# 9Pi limit makes its node full, the safe direction.
+HOSTILE_POD_NODE = "hostile-0"
+# Resident memory a process may gain over the run: caches bounded by design (digest tables, parsed configs) fill
+# up, hostile objects must not add more. Far below what one unbounded cpu list (4·10⁹ ints) or ring would take.
+RSS_GROWTH_BOUND = 256 * 2**20
+MAX_POD_RESOURCE_NAMES = 64  # common/api/poddigest.py, restated
+MAX_CPU_ID = 8191  # common/cpulist.py, restated
 
 Obj = dict[str, Any]
 
@@ -250,9 +265,30 @@ nodeslo_spec = st.fixed_dictionaries({
     "extensions": st.one_of(st.none(), st.dictionaries(st.text(max_size=6), json_values, max_size=2)),
 })  # fmt: skip
 
+@st.composite
+def hostile_pod(draw: st.DrawFn) -> tuple[Obj, bool]:
+    """A pod bound to HOSTILE_POD_NODE with large or unusable parts, and whether it is wholly usable."""
+    cpus = draw(st.one_of(st.integers(1, MAX_CPU_ID + 1).map(lambda n: ",".join(map(str, range(n)))),
+                          st.sampled_from(["0-4294967295", f"0-{MAX_CPU_ID}", f"{MAX_CPU_ID + 1}", "x", ""])))  # fmt: skip
+    memory_limit = draw(st.sampled_from(["9Pi", "8Ei", "1Gi"]))
+    names = draw(st.integers(0, MAX_POD_RESOURCE_NAMES + 16))
+    blob = draw(st.sampled_from([0, 1, 50_000, 200_000]))
+    limits = {"memory": memory_limit, **{f"example.com/r{i}": "1" for i in range(names)}}
+    requests = {"cpu": "1m", "memory": "1Mi"}
+    annotations = {"scheduling.koordinator.sh/resource-status": json.dumps({"cpuset": cpus}), "loadline.test/blob": "x" * blob}
+    body = pod("hostile", "fuzz", annotations=annotations)
+    body["spec"]["nodeName"] = HOSTILE_POD_NODE
+    body["spec"]["containers"][0]["resources"] = {"requests": requests, "limits": limits}
+    valid_cpus = not cpus or all(
+        part.isdigit() and int(part) <= MAX_CPU_ID for part in cpus.replace("-", ",").split(",")
+    )
+    usable = valid_cpus and memory_limit == "1Gi" and len(limits) + 1 <= MAX_POD_RESOURCE_NAMES
+    return body, usable
+
+
 examples = st.tuples(
     st.sampled_from(FUZZ_NODES), node_metric_status(), st.one_of(st.none(), pod_group_spec()),
-    st.one_of(st.none(), config_value()), st.one_of(st.none(), nodeslo_spec),
+    st.one_of(st.none(), config_value()), st.one_of(st.none(), nodeslo_spec), st.one_of(st.none(), hostile_pod()),
 )  # fmt: skip
 
 
@@ -266,6 +302,12 @@ class Daemon:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
             text: str = response.read().decode()
             return text
+
+
+def rss(daemon: Daemon | LoadlineScheduler) -> int:
+    proc = daemon.component.proc
+    assert proc is not None
+    return int(psutil.Process(proc.pid).memory_info().rss)
 
 
 def metric(text: str, name: str, **labels: str) -> float:
@@ -379,6 +421,7 @@ def plane(fresh_control_plane: ControlPlane) -> Iterator[ControlPlane]:
     pool = (*FUZZ_NODES, BARE_NODE, HEALTHY_NODES[0])
     nodes = [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "pool"}) for n in pool]
     nodes += [fake_node(n, cpu="16", memory="64Gi", labels={POOL: "healthy"}) for n in HEALTHY_NODES[1:]]
+    nodes += [fake_node(HOSTILE_POD_NODE, cpu="16", memory="64Gi", labels={POOL: "hostile"})]
     plane.apply(nodes)
     names = [n["metadata"]["name"] for n in nodes]
     plane.kubectl("wait", "--for=condition=Ready", *(f"node/{n}" for n in names), "--timeout=120s", timeout=130)
@@ -407,13 +450,14 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
             "scheduler": scheduler, "manager": manager, "descheduler": descheduler,
         }  # fmt: skip
         base = scheduler.metrics()
+        rss_before = {name: rss(daemon) for name, daemon in daemons.items()}
         started = time.monotonic()
 
         @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(example=examples)
-        def write(example: tuple[str, tuple[Obj, bool], tuple[Obj, bool] | None, tuple[str, str] | None, Obj | None],
-                  ) -> None:  # fmt: skip
-            node, (status, usable), group, config, slo = example
+        def write(example: tuple[str, tuple[Obj, bool], tuple[Obj, bool] | None, tuple[str, str] | None, Obj | None,
+                                 tuple[Obj, bool] | None]) -> None:  # fmt: skip
+            node, (status, usable), group, config, slo, hostile = example
             try:
                 written[node].append((put_node_metric_status(api, node, status), usable))
                 tally.written["NodeMetric"] += 1
@@ -463,6 +507,16 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
                         if exc.status != 409:
                             tally.refused["NodeSLO"] += 1
                             break
+            if hostile is not None:
+                body, pod_usable = hostile
+                body["metadata"]["name"] = f"hostile-{next(counter)}"
+                try:
+                    create_pods(api, [body])
+                    tally.written["Pod"] += 1
+                    tally.malformed["Pod"] += 0 if pod_usable else 1
+                except ApiError as exc:
+                    assert 400 <= exc.status < 500, exc
+                    tally.refused["Pod"] += 1
 
         write()
         fuzz_seconds = time.monotonic() - started
@@ -491,6 +545,9 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
                      lambda kind=kind: counted(kind) >= tally.malformed[kind], timeout=60)  # type: ignore[misc]
             time.sleep(1)
             assert counted(kind) == tally.malformed[kind], f"{kind}: counted {counted(kind)}, oracle {tally.malformed[kind]}"
+        # Every hostile pod is counted (at least once: kwok's status updates are new versions, each reported).
+        wait_for(f"{tally.malformed['Pod']} hostile pods counted",
+                 lambda: counted("Pod") >= tally.malformed["Pod"], timeout=60)  # fmt: skip
 
         # A last unusable NodeMetric on every fuzz node; then pods for the pool and for the healthy nodes.
         for node in FUZZ_NODES:
@@ -516,6 +573,10 @@ def test_hostile_objects_are_survived_counted_and_never_attract_pods(plane: Cont
         api.replace(f"/api/v1/namespaces/{SYSTEM_NS}/configmaps/{CONFIG_MAP}", cm)
         wait_for("config_valid 0", lambda: metric(manager.metrics(), "loadline_manager_config_valid") == 0, timeout=30)
 
+        growth = {name: rss(daemon) - rss_before[name] for name, daemon in daemons.items()}
+        print(f"RSS growth (MiB): { {name: round(g / 2**20, 1) for name, g in growth.items()} }")
+        for name, grown in growth.items():
+            assert grown <= RSS_GROWTH_BOUND, f"{name} grew by {grown / 2**20:.0f} MiB"
         for name, daemon in daemons.items():
             assert daemon.component.alive(), f"{name} exited:\n{daemon.component.log_tail()}"
             assert metric(daemon.metrics(), "loadline_kube_handler_errors_total") == 0, f"{name}: a handler raised"

@@ -107,3 +107,31 @@ def test_malformed_objects_are_logged_once_counted_and_skipped(
     finally:
         for node in nodes:
             api.delete(f"{NM_PATH}/{node}")
+
+
+def test_a_pod_with_an_unusable_limit_still_counts_its_requests_on_its_node(
+    cluster: ControlPlane, namespace: str, kwok_nodes: object
+) -> None:
+    """Issue 29, example 5: a bound pod with sane requests but a `memory: 9Pi` limit (beyond the range rule) was
+    dropped whole, so its 1.5 cpu were free for others and the node overcommitted. Now the limit is the pod's
+    counted part problem and its requests stay on the node: a 400m pod fits beside it, a 1-cpu pod does not."""
+    suite = unique("part")
+    (node,) = kwok_nodes(1, cpu="2", memory="8Gi", labels={SUITE: suite})  # type: ignore[operator]
+    api = Api(cluster)
+    selector = {SUITE: suite}
+    big_limit = pod("big-limit", namespace, cpu="1500m", memory="1Gi")
+    big_limit["spec"]["nodeName"] = node
+    big_limit["spec"]["containers"][0]["resources"]["limits"] = {"memory": "9Pi"}
+    create_pods(api, [big_limit])
+    with running_scheduler(cluster) as scheduler:
+        create_pods(api, [pod("fits", namespace, cpu="400m", node_selector=selector)])
+        wait_for("the 400m pod to be bound", lambda: placements(api, namespace).get("fits") == node, timeout=60)
+        create_pods(api, [pod("too-big", namespace, cpu="1", node_selector=selector)])
+        wait_for("a FailedScheduling event for the 1-cpu pod",
+                 lambda: bool(events_for(api, namespace, "too-big", "FailedScheduling")), timeout=60)  # fmt: skip
+        assert placements(api, namespace)["too-big"] == ""
+        log = scheduler.log()
+        assert log.count(f"malformed part of Pod {namespace}/big-limit, the rest is used:") == 1, log[-2000:]
+        metrics = scheduler.metrics()
+        assert metric_value(metrics, 'loadline_malformed_objects_total{kind="Pod",reason="out_of_range"}') == 1
+        assert scheduler.component.alive()

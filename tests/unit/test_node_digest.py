@@ -53,3 +53,18 @@ def test_raw_allocatable_annotation_overrides_per_key_and_is_ignored_when_it_doe
         unread = digest_node(obj)
         assert unread.problem is None and unread.raw_allocatable is None
         assert allocatable_with_raw(unread.allocatable, unread.raw_allocatable) == unread.allocatable
+        assert unread.part_problem is not None and "raw-allocatable" in unread.part_problem.field
+
+
+def test_an_unusable_reservation_annotation_is_absent_and_the_nodes_part_problem() -> None:
+    # Issue 29, example 1 on a node: `reservedCPUs: 0-4294967295` expanded 4·10⁹ CPU ids in the manager and the agent.
+    obj = node(allocatable={"cpu": "8"})
+    obj["metadata"]["annotations"] = {"node.koordinator.sh/reservation": '{"reservedCPUs": "0-1"}'}
+    d = digest_node(obj)
+    assert d.reservation is not None and d.reservation.reserved_cpus == (0, 1) and d.part_problem is None
+    for text in ('{"reservedCPUs": "0-4294967295"}', '{"resources": {"cpu": "lots"}}', "{"):
+        obj["metadata"]["annotations"]["node.koordinator.sh/reservation"] = text
+        unread = digest_node(obj)
+        assert unread.problem is None and unread.reservation is None and unread.allocatable == {"cpu": 8000}
+        assert unread.part_problem is not None and "reservation" in unread.part_problem.field
+        assert unread.unschedulable and unread.taints  # the rest of the node is in force

@@ -109,3 +109,60 @@ def test_a_malformed_pod_says_what_and_keeps_its_identity(breakage: Any, field: 
 def test_not_an_object_at_all() -> None:
     d = digest_pod(["not", "a", "pod"])  # type: ignore[arg-type]
     assert d.problem is not None and d.problem.reason is MalformedReason.WRONG_TYPE
+
+
+# ----------------------------------------------------------------------------- issue 29: a bad part never hides the rest
+def test_a_limit_past_the_range_rule_keeps_the_requests_in_force() -> None:
+    # Issue 29, example 5: sane requests, `memory: 9Pi` limit. The pod was dropped whole, so its requests were
+    # never accounted on its node. Now the limit is held at the range rule and reported as the pod's part problem.
+    resources = {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "9Pi"}}
+    d = digest_pod(pod(containers=[{"resources": resources}]))
+    assert d.problem is None
+    assert d.requests == {"cpu": 1000, "memory": 1024 * MiB}
+    assert d.limits == {"memory": 2**53}
+    assert d.part_problem is not None and d.part_problem.reason is MalformedReason.OUT_OF_RANGE
+    assert d.part_problem.name == "shop/web-0" and d.part_problem.field.endswith("limits.memory")
+
+
+def test_a_request_past_the_range_rule_is_still_the_pods_problem() -> None:
+    d = digest_pod(pod(containers=[{"resources": {"requests": {"memory": "9Pi"}}}]))
+    assert d.problem is not None and d.problem.reason is MalformedReason.OUT_OF_RANGE
+
+
+def test_resource_status_cpus_are_read_once_in_the_digest() -> None:
+    ok = pod()
+    ok["metadata"]["annotations"] = {"scheduling.koordinator.sh/resource-status": '{"cpuset": "2-3,8"}'}
+    d = digest_pod(ok)
+    assert d.bound_cpus == (2, 3, 8) and d.part_problem is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"cpuset": "0-4294967295"}',  # issue 29, example 1: 4·10⁹ ids to expand, the agent OOM-killed
+        '{"cpuset": "8192"}',
+        '{"cpuset": "3-1"}',
+        '{"cpuset": 7}',
+        "not json",
+        "[" * 100_000,
+    ],
+)
+def test_an_unusable_resource_status_binds_no_cpu_and_is_a_part_problem(text: str) -> None:
+    bad = pod()
+    bad["metadata"]["annotations"] = {"scheduling.koordinator.sh/resource-status": text}
+    d = digest_pod(bad)
+    assert d.problem is None and d.requests == {"cpu": 1000}  # the pod is otherwise in force
+    assert d.bound_cpus == ()
+    assert d.part_problem is not None and "resource-status" in d.part_problem.field
+
+
+def test_a_pod_naming_more_resources_than_the_bound_is_malformed() -> None:
+    # Issue 29: each distinct name is a column of every node in the scheduler; one pod could add thousands.
+    from common.api.poddigest import MAX_POD_RESOURCE_NAMES
+
+    many = {f"example.com/r{i}": "1" for i in range(MAX_POD_RESOURCE_NAMES + 1)}
+    d = digest_pod(pod(containers=[{"resources": {"requests": many, "limits": many}}]))
+    assert d.problem is not None and d.problem.reason is MalformedReason.OUT_OF_RANGE
+    assert "distinct resource names" in d.problem.detail
+    del many["example.com/r0"]
+    assert digest_pod(pod(containers=[{"resources": {"requests": many, "limits": many}}])).problem is None

@@ -441,3 +441,22 @@ def test_the_reporter_carries_its_last_aggregation() -> None:
     reporter = NodeReporter("n", ring=lambda: ring, base_policy=ReportPolicy(windows=(20.0, 200.0)), pods=dict)
     first = reporter.aggregate(START + 399)
     assert reporter.aggregate(START + 400).windows[200.0] is first.windows[200.0]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"nodeAggregatePolicy": {"durations": ["5m0s", "168h0m0s"]}},  # issue 29, example 2: ~605,000 samples/series
+        {"nodeAggregatePolicy": {"durations": [f"{m}m" for m in range(1, 10)]}},
+        {"aggregateDurationSeconds": 604800},
+    ],
+)
+def test_a_spec_window_past_the_bound_is_ignored_and_the_ring_keeps_its_size(policy: dict[str, Any]) -> None:
+    ring, _ = ring_of(node_series(10))
+    problems: list[Any] = []
+    base = ReportPolicy(300, 60, (300, 600))
+    reporter = NodeReporter("n1", ring=lambda: ring, base_policy=base, pods=dict, on_spec_problem=problems.append)
+    assert not reporter.apply_spec({"metricCollectPolicy": policy})
+    assert reporter.policy == base and reporter.policy.retention_seconds == 600
+    (problem,) = problems
+    assert problem is not None and ("3600s" in problem.detail or "at most 8" in problem.detail)

@@ -199,3 +199,18 @@ def test_any_object_gets_an_answer_never_an_exception(obj: Any, webhook: str, op
 def test_any_profile_is_digested_or_refused_with_reasons(spec: Any) -> None:
     profile, errors = check_profile({"metadata": {"name": "p"}, "spec": spec})
     assert (profile is None) == bool(errors)
+
+
+def test_distinct_bad_requests_do_not_grow_the_log_limiter_without_bound() -> None:
+    # Issue 29: the limiter's keys carry the error text of each bad request; a flood of distinct ones is bounded.
+    from manager.admission.webhooks import MAX_LOG_KEYS
+
+    hooks = Webhooks(caches_with([], {}), [])
+
+    async def flood() -> None:
+        for i in range(MAX_LOG_KEYS + 50):
+            status, _ = await hooks.handle("mutate-pod", json.dumps({"kind": f"Review{i}"}).encode())
+            assert status == 400
+
+    asyncio.run(flood())
+    assert 0 < len(hooks._logged) <= MAX_LOG_KEYS

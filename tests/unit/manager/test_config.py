@@ -147,6 +147,14 @@ def test_percent_above_100_names_key_and_field() -> None:
         ({"cpuCalculatePolicy": "request"}, "cpuCalculatePolicy"),
         ({"metricAggregatePolicy": {"durations": ["-5m"]}}, "metricAggregatePolicy.durations[0]"),
         ({"metricAggregatePolicy": {"durations": ["5 minutes"]}}, "metricAggregatePolicy.durations[0]"),
+        # issue 29, example 2: 168h sized every agent's ring to ~605,000 samples per series
+        ({"metricAggregatePolicy": {"durations": ["5m0s", "168h0m0s"]}}, "metricAggregatePolicy.durations[1]"),
+        ({"metricAggregatePolicy": {"durations": [f"{m}m" for m in range(1, 10)]}}, "metricAggregatePolicy.durations"),
+        ({"metricAggregateDurationSeconds": 604800}, "metricAggregateDurationSeconds"),
+        (
+            {"nodeConfigs": [{"name": "a", "metricAggregatePolicy": {"durations": ["2h"]}}]},
+            "nodeConfigs[0].metricAggregatePolicy.durations[0]",
+        ),
         (
             {"nodeConfigs": [{"name": "a"}, {"name": "b", "cpuReclaimThresholdPercent": -5}]},
             "nodeConfigs[1].cpuReclaimThresholdPercent",
@@ -183,6 +191,9 @@ def test_colocation_bounds_that_koordinator_leaves_open_are_accepted() -> None:
         ("resource-threshold-config", {"clusterStrategy": {"cpuSuppressPolicy": "throttle"}}, "clusterStrategy.cpuSuppressPolicy"),
         ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0]"),
         ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0].operator"),
+        # issue 29: selector keys and values are label keys and values (bounded as on the nodes they match)
+        ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchExpressions": [{"key": "k" * 100_000, "operator": "Exists"}]}}]}, "nodeStrategies[0].nodeSelector.matchExpressions[0]"),
+        ("resource-threshold-config", {"nodeStrategies": [{"nodeSelector": {"matchLabels": {"pool": "v" * 64}}}]}, "nodeStrategies[0].nodeSelector"),
     ],
 )  # fmt: skip
 def test_strategy_bounds(key: str, config: dict[str, Any], field: str) -> None:

@@ -412,3 +412,27 @@ def test_losing_the_lease_drops_the_per_node_series(setup: Any) -> None:
     assert (allocatable("gauge-lead", "cpu"), allocatable("gauge-lead", "memory")) == (None, None)
     assert controller.batch.exported == set()
     assert controller.batch.verdicts["gauge-lead"] is BatchVerdict.CALCULATED  # the rest of its state stays
+
+
+def test_an_unusable_reservation_annotation_is_ignored_and_counted_once_per_version(setup: Any) -> None:
+    # Issue 29, example 1 in the manager: `reservedCPUs: 0-4294967295` expanded 4·10⁹ CPU ids. Now it is ignored,
+    # as Koordinator ignores an annotation it cannot use, and counted; batch resources are still computed.
+    controller, http, _ = setup
+
+    def counted() -> float:
+        labels = {"kind": "Node", "reason": "invalid_value"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    before = counted()
+    reserved = node("n1")
+    reserved["metadata"]["annotations"] = {"node.koordinator.sh/reservation": '{"reservedCPUs": "0-4294967295"}'}
+    add_node(controller, http, reserved)
+    feed(controller.pods, "ADDED", web_pod())
+    feed(controller.nodemetrics, "ADDED", nodemetric("n1", updated=NOW - timedelta(minutes=1)))
+    run(controller.reconcile("n1"))
+    assert counted() == before + 1
+    assert [p["status"]["allocatable"][BATCH_CPU] for p in status_patches(http)] == ["4500"]  # as without it
+    run(controller.reconcile("n1"))  # the Node as our write stored it: a new version, reported once more
+    after = counted()
+    run(controller.reconcile("n1"))  # the same version: not again
+    assert counted() == after

@@ -182,3 +182,21 @@ def test_node_overrides_do_not_leak_into_other_nodes() -> None:
     colocation_for_node(cfg, {"node.koordinator.sh/cpu-reclaim-ratio": "0.9"})
     assert colocation_for_node(cfg, {}).strategy["cpuReclaimThresholdPercent"] == 60
     assert cfg.colocation.cluster["cpuReclaimThresholdPercent"] == 60
+
+
+def test_a_node_annotation_cannot_make_the_agents_keep_unbounded_windows() -> None:
+    # Issue 29: what the agents obey is checked for them, also when a node's own annotation overrides the config.
+    cfg = config(colocation_config=COLOCATION)
+    node = colocation_for_node(cfg, {}, {ANNOTATION: json.dumps({"metricAggregatePolicy": {"durations": ["168h"]}})})
+    assert node.strategy["metricAggregatePolicy"] == cfg.colocation.cluster["metricAggregatePolicy"]
+    assert "metricAggregatePolicy.durations[0]" in node.warnings[0]
+
+
+def test_the_annotation_memo_is_bounded() -> None:
+    # Keyed by the text nodes write: distinct texts must not grow the config's memo without end.
+    from manager.nodeslo.render import MAX_ANNOTATION_MEMO
+
+    cfg = config(colocation_config=COLOCATION)
+    for i in range(MAX_ANNOTATION_MEMO + 10):
+        colocation_for_node(cfg, {}, {ANNOTATION: json.dumps({"cpuReclaimThresholdPercent": 50, "x": i})})
+    assert len(cfg.memo["colocation-annotations"]) <= MAX_ANNOTATION_MEMO

@@ -59,3 +59,14 @@ def test_cpu_list_parse() -> None:
     assert parse_cpu_list("") == []
     with pytest.raises(ValueError):
         parse_cpu_list("3-1")
+
+
+def test_a_cpu_list_is_bounded_by_the_ids_linux_can_have() -> None:
+    # Issue 29, example 1: `0-4294967295` expanded 4·10⁹ entries. Refused before expanding.
+    from common.cpulist import MAX_CPU_ID, CpuListError
+
+    assert parse_cpu_list(f"0-{MAX_CPU_ID}")[-1] == MAX_CPU_ID
+    with pytest.raises(CpuListError, match="past 8191"):
+        parse_cpu_list("0-4294967295")
+    with pytest.raises(CpuListError):
+        parse_cpu_list("1" * 5000)

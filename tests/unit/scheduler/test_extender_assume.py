@@ -110,3 +110,16 @@ def test_turned_off_nothing_is_assumed() -> None:
     ext.prioritize(request(pod("a"), ["warm", "cold"]))
     assert ext.provisional is None
     assert ext.snapshot.node_of("default/a") is None
+
+
+def test_stand_ins_are_bounded_and_the_oldest_retires_first() -> None:
+    # Issue 29: a flood of prioritize requests for made-up pods must not grow the snapshot without bound.
+    ext, _ = setup()
+    assert ext.provisional is not None
+    ext.provisional.limit = 2
+    evicted = outcome("evicted")
+    for name in ("a", "b", "c"):
+        ext.prioritize(request(pod(name), ["warm", "cold", "cold2"]))
+    assert len(ext.provisional) == 2 and outcome("evicted") == evicted + 1
+    assert "default/a" not in ext.snapshot.records
+    assert {"default/b", "default/c"} <= set(ext.snapshot.records)

@@ -69,3 +69,17 @@ def test_only_assigned_live_pods_are_watched() -> None:
     assert cache.pods.selectors == {"fieldSelector": ASSIGNED_PODS}
     assert ASSIGNED_PODS == "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
     assert not cache.synced
+
+
+def test_a_pod_with_an_unusable_part_is_stored_and_counted_once() -> None:
+    # Issue 29, example 5 in the extender: a `memory: 9Pi` limit no longer drops the pod's requests.
+    cache = make_cache()
+    before = malformed_count("Pod", "out_of_range")
+    cache.nodes._emit("ADDED", node("a"), None)
+    big_limit = pod("p", cpu="1", node_name="a")
+    big_limit["spec"]["containers"][0]["resources"]["limits"] = {"memory": "9Pi"}
+    cache.pods._emit("ADDED", big_limit, None)
+    cache.pods._emit("MODIFIED", big_limit, None)  # the same version again: counted once
+    assert cache.snapshot.node_of("default/p") == "a"
+    assert cache.snapshot.pods["default/p"].requests["cpu"] == 1000
+    assert malformed_count("Pod", "out_of_range") - before == 1

@@ -72,25 +72,26 @@ def test_nodes_unknown_to_the_cache_pass_unchecked() -> None:
     assert result["FailedNodes"] == {"hot": HOT_REASON}
 
 
-def test_full_node_mode_uses_and_echoes_the_request_nodes() -> None:
-    # The cache knows no nodes at all: the request's Nodes are used, our NodeMetrics apply to them.
+def test_full_node_mode_echoes_the_request_nodes_and_never_adds_them_to_the_cache() -> None:
+    # Issue 29: the extender trusts nothing it is sent. A Node our watch does not know passes unchecked (as in
+    # cache mode) and is echoed back, but never enters the shared snapshot every other request is judged on.
     ext = engine(nodes=[])
     sent = [node("hot", labels={"from": "request"}), node("cold", labels={"from": "request"})]
     result = ext.filter(nodes_request(pod("p"), sent))
-    assert result["FailedNodes"] == {"hot": HOT_REASON}
-    assert result["Nodes"] == {"metadata": {}, "items": [sent[1]]}
-    assert result["NodeNames"] == ["cold"]
-    info = ext.snapshot.node_by_name("cold")
-    assert info is not None and info.labels == {"from": "request"}
+    assert result["Nodes"] == {"metadata": {}, "items": sent}
+    assert result["NodeNames"] == ["hot", "cold"] and result["FailedNodes"] == {}
+    assert ext.snapshot.num_nodes == 0 and ext.snapshot.node_by_name("cold") is None
 
 
-def test_full_node_mode_request_node_overrides_a_stale_cached_copy() -> None:
-    # Our copy of "cold" has 4 cpu; kube-scheduler's newer copy has 1 cpu: 200m + 850m = 105 % → filtered.
+def test_full_node_mode_request_node_never_overwrites_the_watched_one() -> None:
+    # A request claims "hot" is a 64-cpu node with new labels; the watched copy (4 cpu, LoadAware-hot) decides.
     ext = engine()
-    smaller = node("cold", cpu="1")
-    smaller["metadata"]["resourceVersion"] = "99"
-    result = ext.filter(nodes_request(pod("p"), [smaller]))
-    assert result["FailedNodes"] == {"cold": HOT_REASON}
+    forged = node("hot", cpu="64", labels={"forged": "yes"})
+    forged["metadata"]["resourceVersion"] = "99"
+    result = ext.filter(nodes_request(pod("p"), [forged]))
+    assert result["FailedNodes"] == {"hot": HOT_REASON}
+    info = ext.snapshot.node_by_name("hot")
+    assert info is not None and "forged" not in info.labels
 
 
 def test_full_node_mode_unparsable_request_node_keeps_the_cached_copy() -> None:
@@ -252,9 +253,10 @@ def test_prioritize_with_a_failing_score_plugin_raises() -> None:
 
 
 def test_prioritize_full_node_mode() -> None:
-    ext = engine(nodes=[], score_scaling="absolute")
-    scores = ext.prioritize(nodes_request(pod("p"), [node("warm"), node("cold")]))
-    assert scores == {"warm": 5, "cold": 7}
+    ext = engine(score_scaling="absolute")
+    scores = ext.prioritize(nodes_request(pod("p"), [node("warm"), node("cold"), node("ghost")]))
+    assert scores == {"warm": 5, "cold": 7, "ghost": 0}  # judged on the watched copies; unknown scores 0
+    assert ext.snapshot.node_by_name("ghost") is None
 
 
 def test_assigned_pods_count_in_the_assign_cache() -> None:

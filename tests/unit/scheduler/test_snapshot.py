@@ -160,3 +160,13 @@ def test_malformed_nodes_and_metrics_name_the_field_and_leave_the_snapshot_intac
     metric["status"]["updateTime"] = "yesterday"
     with pytest.raises(MalformedObjectError, match=r"NodeMetric a status\.updateTime"):
         snap.store(NodeLoads).upsert(metric)
+
+
+def test_a_pod_with_a_limit_past_the_range_rule_still_counts_its_requests_on_its_node() -> None:
+    # Issue 29, example 5: the scheduler's pod parser dropped such a pod whole, overcommitting its node.
+    big_limit = pod("p", cpu="1", memory="1Gi", node_name="a")
+    big_limit["spec"]["containers"][0]["resources"]["limits"] = {"memory": "9Pi"}
+    snap = Snapshot.from_objects(nodes=[node("a")], pods=[big_limit])
+    assert snap.requested[[CPU, MEMORY, PODS], 0].tolist() == [1000, GI, 1]
+    info = snap.pods["default/p"]
+    assert info.part_problem is not None and "limits.memory" in info.part_problem.field
