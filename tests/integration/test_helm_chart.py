@@ -110,11 +110,12 @@ def test_every_http_port_is_port_and_the_old_metrics_port_value_still_sets_it(cl
     services = {d["metadata"]["name"]: d["spec"]["ports"][0]["port"] for d in rendered(
         cluster, "--set", "agent.metricsPort=9400") if d["kind"] == "Service"}  # fmt: skip
     assert services["loadline-agent"] == 9400
-    notes = helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system", "--dry-run=client",
-                 "--set", "agent.metricsPort=9400").stdout  # fmt: skip
+    # --take-ownership: the session's API server holds PriorityClasses and webhook configurations other tests
+    # created; a dry run would otherwise stop at helm's ownership check before it renders the NOTES
+    dry_run = ("install", "loadline", str(CHART), "-n", "loadline-system", "--dry-run=client", "--take-ownership")
+    notes = helm(cluster, *dry_run, "--set", "agent.metricsPort=9400").stdout
     assert "WARNING: agent.metricsPort is deprecated; set agent.port" in notes
-    assert "metricsPort" not in helm(cluster, "install", "loadline", str(CHART), "-n", "loadline-system",
-                                     "--dry-run=client").stdout  # fmt: skip
+    assert "metricsPort" not in helm(cluster, *dry_run).stdout
 
 
 def test_chart_configs_are_accepted_by_the_components(cluster: ControlPlane) -> None:

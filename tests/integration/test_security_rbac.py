@@ -32,6 +32,7 @@ from agent.qos.inputs import NodeFacts
 from agent.qos.memory_evict import MemoryEvictionPlan
 from agent.qos.usage import PodUsageSample, UsageSnapshot
 from common.api.nodeslo import ResourceThresholdStrategy
+from common.api.poddigest import digest_pod
 from common.kube.events import EventRecorder
 from common.kube.http import KubeHTTP
 from tests.harness.build import KUBERNETES_VERSION
@@ -479,7 +480,8 @@ def test_the_agents_memory_eviction_deletes_on_its_own_node_only(secured: Setup)
         plane.apply([{"apiVersion": "v1", "kind": "Pod",
                       "metadata": {"name": name, "namespace": s.ns, "labels": {"koordinator.sh/qosClass": "BE"}},
                       "spec": {"nodeName": node, "containers": [{"name": "c", "image": "fake"}]}}])  # fmt: skip
-    pods = {p["metadata"]["uid"]: p for p in (plane_pod(plane, s.ns, name) for name in names.values()) if p}
+    pods = {p["metadata"]["uid"]: (p, digest_pod(p)) for p in (plane_pod(plane, s.ns, name) for name in names.values())
+            if p}  # fmt: skip
     config = kubeconfig_for(plane, "agent-evictor", token(plane, "agent", bound_pod="agent-stand-in"))
 
     async def evict() -> MemoryEvictionPlan | None:
