@@ -13,7 +13,7 @@ from scheduler_plugin.framework.images import MAX_IMAGE_SIZE_BYTES
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.imagelocality import MB, ImageLocality
-from tests.unit.scheduler.builders import node
+from tests.objects import node
 
 Obj = dict[str, Any]
 
