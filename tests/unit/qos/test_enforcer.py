@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import PodUsageSample, UsageSnapshot
 from common.kube.http import KubeError
+from tests import objects
 from tests.unit.manager.fakes import FakeHTTP
 from tests.unit.qos.fake_cgroups import v1_tree
 
@@ -40,15 +41,8 @@ def sysfs(root: Path, cpus: int) -> Path:
 def pod(
     name: str, uid: str, *, qos: str | None, priority: int | None = None, requests: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    labels = {"koordinator.sh/qosClass": qos} if qos else {}
-    spec: dict[str, Any] = {"nodeName": NODE, "containers": [{"name": "c", "resources": {"requests": requests or {}}}]}
-    if priority is not None:
-        spec["priority"] = priority
-    return {
-        "metadata": {"namespace": "ns", "name": name, "uid": uid, "labels": labels},
-        "spec": spec,
-        "status": {"phase": "Running"},
-    }
+    return objects.pod(name, None, None, namespace="ns", uid=uid, koord_qos=qos, node_name=NODE, priority=priority,
+                       requests=requests)  # fmt: skip
 
 
 class Rig:
