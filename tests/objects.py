@@ -168,6 +168,7 @@ def pod(
     created: float | None = T0,
     deleted: float | None = None,
     scheduled_at: float | None = None,
+    started: float | None = None,
     phase: str | None = None,
     qos_class: str | None = None,
     ready: bool | None = None,
@@ -182,8 +183,8 @@ def pod(
     """A v1 Pod: one container `c` requesting `cpu`/`memory` (None: left out) plus `requests`, unless
     `containers` replaces it. `uid` defaults to `uid-<namespace>-<name>`; `koord_qos` is the
     koordinator.sh/qosClass label, `qos_class` Kubernetes' status.qosClass; `owner` is the controller
-    (kind, name); `phase` defaults to Running when bound, else Pending; `created`/`deleted`/`scheduled_at`
-    are epochs (None: left out); `spec` adds (or overrides) spec fields."""
+    (kind, name); `phase` defaults to Running when bound, else Pending; `created`/`deleted`/`scheduled_at`/
+    `started` (status.startTime) are epochs (None: left out); `spec` adds (or overrides) spec fields."""
     meta: Obj = {"name": name, "namespace": namespace, "uid": uid if uid is not None else f"uid-{namespace}-{name}"}
     if rv is not None:
         meta["resourceVersion"] = rv
@@ -213,6 +214,8 @@ def pod(
     status: Obj = {"phase": phase if phase is not None else ("Running" if node_name else "Pending")}
     if qos_class is not None:
         status["qosClass"] = qos_class
+    if started is not None:
+        status["startTime"] = rfc3339(started)
     conditions = []
     if scheduled_at is not None:
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)})
