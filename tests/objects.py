@@ -121,6 +121,11 @@ class MakeNodeMetric:
         self._status_part().setdefault("hostApplicationMetric", []).append(entry)
         return self
 
+    def prod_reclaimable(self, cpu: str | None = None, memory: str | None = None) -> Self:
+        """status.prodReclaimableMetric: what the agent predicts prod pods leave unused."""
+        self._status_part()["prodReclaimableMetric"] = {"resource": resources(cpu, memory)}
+        return self
+
     def status(self) -> Obj:
         """Just the status, as the agent PUTs or patches it."""
         return dict(self._status or {})
