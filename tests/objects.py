@@ -206,10 +206,10 @@ def pod(
         ]
     if containers is None:
         reqs = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None} | (requests or {})
-        resources: Obj = {"requests": reqs}
+        wanted: Obj = {"requests": reqs}
         if limits:
-            resources["limits"] = limits
-        containers = [{"name": "c", "resources": resources}]
+            wanted["limits"] = limits
+        containers = [{"name": "c", "resources": wanted}]
     body: Obj = {"containers": containers}
     optional = {"schedulerName": scheduler_name, "nodeName": node_name, "priority": priority,
                 "tolerations": tolerations, "nodeSelector": node_selector, "affinity": affinity,
@@ -221,7 +221,7 @@ def pod(
         status["qosClass"] = qos_class
     if started is not None:
         status["startTime"] = rfc3339(started)
-    conditions = []
+    conditions: list[Obj] = []
     if scheduled_at is not None:
         conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(scheduled_at)})
     if ready is not None:
