@@ -79,6 +79,7 @@ from common.kube.http import KubeError, KubeHTTP, resource_path
 from common.kube.reflector import Reflector
 from tests.harness.controlplane import ControlPlane, fake_node
 from tests.harness.processes import Component
+from tests.objects import MakeNodeMetric
 
 NODE_CPU_MILLI = 32_000
 NODE_MEMORY = 128 * 2**30
@@ -251,15 +252,11 @@ async def reset_node_metrics(http: KubeHTTP, nodes: list[str], system: dict[str,
     """Every node's NodeMetric at its system load only (the state before each run)."""
     now = format_time(time.time())
     for node in nodes:
-        body: dict[str, Any] = {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric",
-                                "metadata": {"name": node},
-                                "spec": {"metricCollectPolicy": {"reportIntervalSeconds": int(interval)}}}
         with contextlib.suppress(KubeError):
-            await http.create(NM_PATH, body)
-        usage = {"resources": {"cpu": f"{system[node]}m", "memory": str(SYSTEM_MEMORY)}}
-        status = {"updateTime": now, "podsMetric": [],
-                  "nodeMetric": {"aggregatedNodeUsages": [], "nodeUsage": usage, "systemUsage": usage}}
-        await http.merge_patch(f"{NM_PATH}/{node}/status", {"status": status})
+            await http.create(NM_PATH, MakeNodeMetric(node).report_interval(int(interval)).obj())
+        cpu, memory = f"{system[node]}m", str(SYSTEM_MEMORY)
+        status = MakeNodeMetric(node).updated(now).pods([]).aggregated([]).node_usage(cpu, memory).system(cpu, memory)
+        await http.merge_patch(f"{NM_PATH}/{node}/status", {"status": status.status()})
 
 
 # --------------------------------------------------------------------------- one run

@@ -34,7 +34,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common.api.wire import format_time
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.schedule_one import scheduling_cycle
@@ -43,6 +42,7 @@ from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from tests import objects
 
 START = 1_700_000_000.0
 PRIORITIES = (5000, 5000, 5000, 3000)  # koord-batch, koord-free
@@ -51,27 +51,16 @@ CONFIG = {"profiles": [{"schedulerName": "loadline-scheduler",
 
 
 def make_node(i: int) -> dict[str, Any]:
-    allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
-    return {"metadata": {"name": f"node-{i:05d}"}, "spec": {},
-            "status": {"allocatable": allocatable, "capacity": allocatable}}
+    return objects.node(f"node-{i:05d}", cpu="32", memory="128Gi")
 
 
-def make_pod(name: str, node: str, cpu_milli: int, priority: int, started: float) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "bench", "uid": name},
-        "spec": {"schedulerName": "loadline-scheduler", "nodeName": node, "priority": priority,
-                 "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu_milli}m", "memory": "2Gi"}}}]},
-        "status": {"phase": "Running", "startTime": (at := format_time(started)),
-                   "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]},
-    }
+def make_pod(name: str, node_name: str, cpu_milli: int, priority: int, started: float) -> dict[str, Any]:
+    return objects.pod(name, f"{cpu_milli}m", "2Gi", namespace="bench", uid=name, node_name=node_name,
+                       priority=priority, created=None, started=started, scheduled_at=started)  # fmt: skip
 
 
-def make_metric(node: str, rng: random.Random) -> dict[str, Any]:
-    return {"metadata": {"name": node},
-            "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
-            "status": {"updateTime": format_time(START),
-                       "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{rng.randint(4, 12)}", "memory": "40Gi"}}},
-                       "podsMetric": []}}
+def make_metric(node_name: str, rng: random.Random) -> dict[str, Any]:
+    return objects.node_metric(node_name, f"{rng.randint(4, 12)}", "40Gi", updated=START)
 
 
 def build(nodes: int, per_node: int, rng: random.Random) -> Snapshot:

@@ -56,11 +56,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common.api.wire import format_time, parse_rfc3339
+from common.api.wire import parse_rfc3339
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.reflector import EventType, Reflector
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok, wait_until
+from tests.objects import MakeNodeMetric, resources
 
 NAMESPACE = "e2e-bench"
 NM_PATH = resource_path("slo.koordinator.sh", "v1alpha1", "nodemetrics")
@@ -133,18 +134,10 @@ def usage_of(nodes: list[str], seed: int) -> dict[str, tuple[int, int]]:
 
 
 def metric_status(cpu_milli: int, memory: int) -> JSON:
-    resources = {"cpu": f"{cpu_milli}m", "memory": str(memory)}
-    peak = {"cpu": f"{int(cpu_milli * 1.1)}m", "memory": str(memory)}
-    return {
-        "updateTime": format_time(time.time()),
-        "nodeMetric": {
-            "nodeUsage": {"resources": resources},
-            "aggregatedNodeUsages": [{"duration": "5m0s", "usage": {
-                "avg": {"resources": resources}, "p50": {"resources": resources}, "p90": {"resources": peak},
-                "p95": {"resources": peak}, "p99": {"resources": peak}}}],
-        },
-        "podsMetric": [],
-    }  # fmt: skip
+    usage, peak = resources(f"{cpu_milli}m", str(memory)), resources(f"{int(cpu_milli * 1.1)}m", str(memory))
+    window = {"duration": "5m0s", "usage": {"avg": usage, "p50": usage, "p90": peak, "p95": peak, "p99": peak}}
+    built = MakeNodeMetric("_").updated(time.time()).node_usage(f"{cpu_milli}m", str(memory)).aggregated([window])
+    return built.pods([]).status()
 
 
 async def write_node_metrics(http: KubeHTTP, usage: dict[str, tuple[int, int]], *, create: bool) -> None:
@@ -153,17 +146,7 @@ async def write_node_metrics(http: KubeHTTP, usage: dict[str, tuple[int, int]], 
     async def one(node: str) -> None:
         async with sem:
             if create:
-                body = {
-                    "apiVersion": "slo.koordinator.sh/v1alpha1",
-                    "kind": "NodeMetric",
-                    "metadata": {"name": node},
-                    "spec": {
-                        "metricCollectPolicy": {
-                            "reportIntervalSeconds": int(REFRESH_SECONDS),
-                            "aggregateDurationSeconds": 300,
-                        }
-                    },
-                }
+                body = MakeNodeMetric(node).report_interval(int(REFRESH_SECONDS), aggregate_seconds=300).obj()
                 with contextlib.suppress(KubeError):
                     await http.create(NM_PATH, body)
             await http.merge_patch(f"{NM_PATH}/{node}/status", {"status": metric_status(*usage[node])})

@@ -38,7 +38,6 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from common.api.wire import format_time
 from scheduler_plugin.framework.binder import InMemoryBinder
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.podinfo import PodInfo
@@ -46,6 +45,7 @@ from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.registry import frameworks_from_config
+from tests import objects
 
 TARGETS = {1000: 2000.0, 5000: 680.0}
 START = 1_700_000_000.0
@@ -54,53 +54,34 @@ TYPES = ("m5.8xlarge", "c5.9xlarge", "r5.8xlarge")
 
 
 def make_node(i: int, rng: random.Random) -> dict[str, Any]:
+    name = f"node-{i:05d}"
     taints = [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}] if i % 10 == 9 else []
-    allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "200Gi"}
-    return {
-        "metadata": {"name": f"node-{i:05d}", "labels": {
-            "topology.kubernetes.io/zone": ZONES[i % 3], "node.kubernetes.io/instance-type": rng.choice(TYPES),
-            "kubernetes.io/hostname": f"node-{i:05d}"}},
-        "spec": {"taints": taints},
-        "status": {"allocatable": allocatable, "capacity": allocatable},
-    }
+    labels = {"topology.kubernetes.io/zone": ZONES[i % 3], "node.kubernetes.io/instance-type": rng.choice(TYPES),
+              "kubernetes.io/hostname": name}  # fmt: skip
+    return objects.node(name, cpu="32", memory="128Gi", extra={"ephemeral-storage": "200Gi"}, labels=labels,
+                        taints=taints)  # fmt: skip
 
 
 def make_pod(name: str, rng: random.Random, node_name: str | None = None, fancy: bool = True) -> dict[str, Any]:
     cpu = rng.choice(("100m", "250m", "500m", "1"))
     memory = rng.choice(("128Mi", "256Mi", "512Mi", "1Gi"))
-    spec: dict[str, Any] = {
-        "schedulerName": "loadline-scheduler",
-        "containers": [{"name": "c", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-    }
-    if node_name:
-        spec["nodeName"] = node_name
+    affinity = tolerations = None
     if fancy and rng.random() < 0.2:
-        spec["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+        affinity = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
             "weight": 50, "preference": {"matchExpressions": [
                 {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [rng.choice(ZONES)]}]}}]}}
     if fancy and rng.random() < 0.1:
-        spec["tolerations"] = [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
-    return {
-        "metadata": {"name": name, "namespace": "bench", "uid": name, "creationTimestamp": format_time(START - 3600)},
-        "spec": spec,
-        # The API server fills in status.qosClass; requests without limits make a Burstable pod.
-        "status": {"phase": "Running" if node_name else "Pending", "qosClass": "Burstable"},
-    }
+        tolerations = [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
+    # The API server fills in status.qosClass; requests without limits make a Burstable pod.
+    return objects.pod(name, cpu, memory, namespace="bench", uid=name, node_name=node_name, created=START - 3600,
+                       qos_class="Burstable", affinity=affinity, tolerations=tolerations)  # fmt: skip
 
 
 def make_metric(name: str, rng: random.Random, pods: list[str]) -> dict[str, Any]:
     cpu = f"{int(32000 * rng.uniform(0.10, 0.60))}m"
     memory = f"{int(128 * rng.uniform(0.2, 0.6))}Gi"
-    return {
-        "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": name},
-        "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
-        "status": {
-            "updateTime": format_time(START - 5),
-            "nodeMetric": {"nodeUsage": {"resources": {"cpu": cpu, "memory": memory}}},
-            "podsMetric": [{"namespace": "bench", "name": p, "priority": "koord-prod",
-                            "podUsage": {"resources": {"cpu": "80m", "memory": "100Mi"}}} for p in pods],
-        },
-    }
+    usages = [objects.pod_usage("bench", p, "80m", "100Mi", priority="koord-prod") for p in pods]
+    return objects.node_metric(name, cpu, memory, updated=START - 5, pods=usages)
 
 
 def build(nodes: int, init_pods: int, seed: int) -> tuple[Snapshot, list[PodInfo]]:

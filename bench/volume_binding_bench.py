@@ -27,15 +27,14 @@ from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.plugins.storage import PersistentVolumeClaims, PersistentVolumes, StorageClasses
+from tests import objects
 
 CLASS = "local"
 
 
 def node(i: int) -> dict[str, Any]:
-    allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110"}
     name = f"node-{i:05d}"
-    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}, "spec": {},
-            "status": {"allocatable": allocatable, "capacity": allocatable}}
+    return objects.node(name, cpu="32", memory="128Gi", labels={"kubernetes.io/hostname": name})
 
 
 def pv(i: int, taken: bool) -> dict[str, Any]:
@@ -58,12 +57,9 @@ def claim(name: str) -> dict[str, Any]:
 
 
 def pod(name: str, claim_name: str | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": "loadline-scheduler", "containers": [
-        {"name": "c", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}  # fmt: skip
-    if claim_name:
-        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
-    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"}, "spec": spec,
-            "status": {"phase": "Pending"}}
+    """A pod of 100m / 64Mi, with one claim when given."""
+    volumes = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}] if claim_name else []
+    return objects.pod(name, "100m", "64Mi", created=None, volumes=volumes)
 
 
 def main() -> None:

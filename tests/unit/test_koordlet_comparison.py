@@ -6,28 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from tests.integration.koordlet_beside import MIB, Tolerances, compare, reading
+from tests.objects import MakeNodeMetric
 
 
 def status(node_cpu: str, pod_cpu: str, pod_memory: str, *, window: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "status": {
-            "updateTime": "2026-11-28T05:00:00Z",
-            "nodeMetric": {
-                "nodeUsage": {"resources": {"cpu": node_cpu, "memory": "4Gi"}},
-                "systemUsage": {"resources": {"cpu": "300m", "memory": "1Gi"}},
-                "aggregatedNodeUsages": [{"duration": "1m0s", "usage": window or {"avg": {}}}],
-            },
-            "podsMetric": [
-                {
-                    "namespace": "ns",
-                    "name": "burner",
-                    "podUsage": {"resources": {"cpu": pod_cpu, "memory": pod_memory}},
-                },
-                {"namespace": "ns", "name": "idle", "podUsage": {"resources": {"cpu": "2m", "memory": "10Mi"}}},
-            ],
-            "prodReclaimableMetric": {"resource": {"resources": {"cpu": "1500m", "memory": "1Gi"}}},
-        }
-    }
+    built = (
+        MakeNodeMetric("n").updated("2026-11-28T05:00:00Z").node_usage(node_cpu, "4Gi").system("300m", "1Gi")
+        .aggregated([{"duration": "1m0s", "usage": window or {"avg": {}}}])
+        .pod("ns", "burner", pod_cpu, pod_memory).pod("ns", "idle", "2m", "10Mi").prod_reclaimable("1500m", "1Gi")
+    )  # fmt: skip
+    return {"status": built.status()}
 
 
 def test_reading_takes_every_number_and_skips_cold_windows() -> None:

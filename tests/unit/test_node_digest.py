@@ -7,14 +7,13 @@ from typing import Any
 from common.api.malformed import MalformedReason
 from common.api.nodedigest import digest_node
 from common.api.scheduling import Taint
+from tests import objects
 
 
 def node(**status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "n1", "resourceVersion": "9", "labels": {"zone": "a"}},
-        "spec": {"taints": [{"key": "gpu", "effect": "NoSchedule"}], "unschedulable": True},
-        "status": status,
-    }
+    """An unschedulable node of zone a with a gpu taint, and the status given."""
+    return objects.node(rv="9", labels={"zone": "a"}, taints=[{"key": "gpu", "effect": "NoSchedule"}], unschedulable=True,
+                        status=status)  # fmt: skip
 
 
 def test_a_readable_node() -> None:

@@ -8,13 +8,14 @@ import pytest
 
 from common.api.malformed import MalformedReason
 from common.api.nodemetric_digest import HostAppUsage, PodUsage, digest_node_metric
+from tests import objects
 
 GI = 1024**3
 
 
 def metric(**status: Any) -> dict[str, Any]:
-    return {"apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": "n1"},
-            "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 30}}, "status": status}
+    """A NodeMetric reported every 30 s, with the status given as is."""
+    return objects.MakeNodeMetric("n1").report_interval(30).obj() | {"status": status}
 
 
 def test_digest_reads_every_part_in_vector_units() -> None:

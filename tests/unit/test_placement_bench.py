@@ -7,6 +7,7 @@ from pathlib import Path
 from bench.placement_bench import REAL_CPU, Moves, true_utilisation, workload
 from bench.placement_components import HOT_PERCENT, LOW_PERCENT, descheduler_configuration
 from scheduler_plugin.descheduler.config import args_from_document
+from tests import objects
 
 
 def test_workload_is_replicasets_of_at_least_two_adding_up_to_the_pods() -> None:
@@ -30,11 +31,8 @@ def test_loadline_reads_the_koordinator_configuration_with_the_same_thresholds_a
 
 
 def _pod(uid: str, node: str, owner: str, cpu: int, *, leaving: bool = False) -> dict[str, object]:
-    meta: dict[str, object] = {"uid": uid, "name": uid, "annotations": {REAL_CPU: f"{cpu}m"},
-                               "ownerReferences": [{"kind": "ReplicaSet", "name": owner}]}  # fmt: skip
-    if leaving:
-        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node}}
+    return objects.pod(uid, uid=uid, annotations={REAL_CPU: f"{cpu}m"}, owner=("ReplicaSet", owner),
+                       node_name=node or None, deleted=objects.T0 if leaving else None)  # fmt: skip
 
 
 def test_utilisation_leaves_out_terminating_and_unbound_pods() -> None:

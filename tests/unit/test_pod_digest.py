@@ -10,27 +10,18 @@ import pytest
 from common.api.malformed import MalformedReason
 from common.api.pod import KoordQoSClass, KubeQoSClass, PriorityClass
 from common.api.poddigest import NONZERO_DEFAULT_MEMORY, NONZERO_DEFAULT_MILLI_CPU, digest_pod
+from tests import objects
 
 MiB = 1024 * 1024
+CREATED = 1795849200.0  # 2026-11-28T07:00:00Z
 
 
-def pod(**spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": "web-0",
-            "namespace": "shop",
-            "uid": "u-1",
-            "resourceVersion": "17",
-            "labels": {"app": "web"},
-            "creationTimestamp": "2026-11-28T07:00:00Z",
-            "ownerReferences": [
-                {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"},
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "u-rs", "controller": True},
-            ],
-        },
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}], **spec},
-        "status": {"phase": "Running"},
-    }
+def pod(**kw: Any) -> dict[str, Any]:
+    """web-0 of ReplicaSet `web` on n1, requesting 1 cpu; a ConfigMap owns it too (not as its controller)."""
+    obj = objects.pod("web-0", "1", None, namespace="shop", uid="u-1", rv="17", labels={"app": "web"},
+                      created=CREATED, node_name="n1", owner=("ReplicaSet", "web"), **kw)  # fmt: skip
+    obj["metadata"]["ownerReferences"].insert(0, {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "u-cm"})
+    return obj
 
 
 def test_a_readable_pod() -> None:
@@ -40,7 +31,7 @@ def test_a_readable_pod() -> None:
     assert d.requests == {"cpu": 1000} and d.limits == {}
     assert d.kube_qos is KubeQoSClass.BURSTABLE and d.koord_qos is KoordQoSClass.LS
     assert d.priority == 9500 and d.priority_class is PriorityClass.PROD
-    assert d.controller is not None and (d.controller.kind, d.controller.uid) == ("ReplicaSet", "u-rs")
+    assert d.controller is not None and (d.controller.kind, d.controller.uid) == ("ReplicaSet", "uid-web")
     assert d.creation_timestamp == 1795849200.0
 
 

@@ -19,13 +19,13 @@ from common.api.pod import (
     scalars,
 )
 from common.api.podgroup import GangMode, GangSource, GangSpecError, gang_of
+from tests import objects
 
 
-def pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "p", "namespace": "ns", "labels": labels or {}, "annotations": annotations or {}},
-        "spec": spec,
-    }
+def pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+        containers: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:  # fmt: skip
+    """A pod with no containers unless given: only what the test names decides its class."""
+    return objects.pod(namespace="ns", labels=labels, annotations=annotations, containers=containers or [], **kw)
 
 
 def ctr(requests: dict[str, str] | None = None, limits: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from agent.collectors.pods import ContainerRef
 from agent.inotify import DirectoryWatch
 from agent.podwatch import CgroupPodDiscovery, PodIndex, pod_ref, scan_pods
 from common.api.pod import KubeQoSClass
+from tests import objects
 from tests.fakes.cgroup_trees import CgroupValues, FakeCgroupTree, container_id, make_pod
 
 CID = "containerd://" + "ab" * 32
@@ -24,27 +25,16 @@ CID = "containerd://" + "ab" * 32
 def pod(
     uid: str = "u1", node: str = "n1", *, phase: str = "Running", qos: str | None = None, rv: str = "1"
 ) -> dict[str, Any]:
-    return {
-        "metadata": {"uid": uid, "namespace": "ns", "name": f"p-{uid}", "resourceVersion": rv, "labels": {}},
-        "spec": {
-            "nodeName": node,
-            "containers": [
-                {
-                    "name": "app",
-                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
-                }
-            ],
-        },
-        "status": {
-            "phase": phase,
-            **({"qosClass": qos} if qos else {}),
-            "containerStatuses": [{"name": "app", "containerID": CID, "state": {"running": {}}}],
-            "initContainerStatuses": [
-                {"name": "setup", "containerID": "containerd://" + "cd" * 32, "state": {"terminated": {}}},
-                {"name": "proxy", "containerID": "containerd://" + "ef" * 32, "state": {"running": {}}},
-            ],
-        },
-    }
+    """A pod with one app container (running) and two init containers: one done, one a running sidecar."""
+    one = {"cpu": "1", "memory": "1Gi"}
+    obj = objects.pod(f"p-{uid}", namespace="ns", uid=uid, rv=rv, node_name=node, phase=phase, qos_class=qos,
+                      containers=[{"name": "app", "resources": {"requests": one, "limits": one}}])  # fmt: skip
+    obj["status"]["containerStatuses"] = [{"name": "app", "containerID": CID, "state": {"running": {}}}]
+    obj["status"]["initContainerStatuses"] = [
+        {"name": "setup", "containerID": "containerd://" + "cd" * 32, "state": {"terminated": {}}},
+        {"name": "proxy", "containerID": "containerd://" + "ef" * 32, "state": {"running": {}}},
+    ]
+    return obj
 
 
 def test_pod_ref_from_json() -> None:

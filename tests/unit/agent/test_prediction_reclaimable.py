@@ -13,7 +13,7 @@ import pytest
 from agent.prediction.models import Prediction, node_item_uid
 from agent.prediction.predictor import node_allocatable, predicted_pod
 from agent.prediction.reclaimable import PredictedPod, ReclaimPolicy, Resources, prod_reclaimable
-from tests.objects import rfc3339
+from tests import objects
 
 NOW = 1_800_000_000.0
 MI, GI = 1 << 20, 1 << 30
@@ -24,17 +24,12 @@ PROD_MIN, BATCH_MIN, BATCH_MAX = 9000, 5000, 5999
 def pod(uid: str, cpu: str, memory: str, age: float, *, priority: int | None = None, deleted: bool = False,
         batch: bool = False) -> dict[str, Any]:  # fmt: skip
     names = ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory") if batch else ("cpu", "memory")
-    meta: dict[str, Any] = {"uid": uid, "name": uid, "namespace": "default", "creationTimestamp": rfc3339(NOW - age)}
-    if deleted:
-        meta["deletionTimestamp"] = rfc3339(NOW)
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {names[0]: cpu, names[1]: memory}}}]}
-    if priority is not None:
-        spec["priority"] = priority
-    return {"metadata": meta, "spec": spec, "status": {"phase": "Running"}}
+    return objects.pod(uid, None, None, uid=uid, requests={names[0]: cpu, names[1]: memory}, priority=priority,
+                       created=NOW - age, deleted=NOW if deleted else None, phase="Running")  # fmt: skip
 
 
-def pods(*objects: dict[str, Any]) -> list[PredictedPod]:
-    out = [predicted_pod(o) for o in objects]
+def pods(*objs: dict[str, Any]) -> list[PredictedPod]:
+    out = [predicted_pod(o) for o in objs]
     assert all(p is not None for p in out)
     return [p for p in out if p is not None]
 

@@ -14,6 +14,7 @@ import pytest
 from agent.publisher import PUBLISH_ERROR_REASONS, NodeMetricPublisher, error_reason, spec_listener
 from common.kube.http import KubeError
 from common.ratelimit import TokenBucket
+from tests.objects import MakeNodeMetric
 
 PATH = "/apis/slo.koordinator.sh/v1alpha1/nodemetrics"
 
@@ -79,10 +80,7 @@ def publisher(
     counter = iter(range(1, 10**6))
 
     def build() -> dict[str, Any]:
-        return {
-            "updateTime": "2026-01-01T00:00:00Z",
-            "nodeMetric": {"nodeUsage": {"resources": {"cpu": f"{next(counter)}m"}}},
-        }
+        return MakeNodeMetric("node-a").updated("2026-01-01T00:00:00Z").node_usage(f"{next(counter)}m").status()
 
     return NodeMetricPublisher(
         api,  # type: ignore[arg-type]

@@ -37,6 +37,7 @@ from agent.store.ring import SampleRing
 from common.api.nodemetric import NodeMemoryCollectPolicy, NodeMetric, NodeMetricCollectPolicy
 from common.api.nodemetric_digest import digest_node_metric
 from common.api.quantity import Quantity
+from tests import objects
 
 GiB = 1024**3
 START = 1000.0
@@ -160,14 +161,9 @@ def test_units_cpu_truncated_milli_memory_whole_bytes_binary() -> None:
 def pod_json(
     uid: str, namespace: str, name: str, *, qos_label: str | None = None, guaranteed: bool = False
 ) -> dict[str, Any]:
-    resources = (
-        {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}} if guaranteed else {}
-    )
-    labels = {"koordinator.sh/qosClass": qos_label} if qos_label else {}
-    return {
-        "metadata": {"uid": uid, "namespace": namespace, "name": name, "labels": labels},
-        "spec": {"containers": [{"name": "c", "resources": resources}]},
-    }
+    cpu, memory = ("1", "1Gi") if guaranteed else (None, None)
+    return objects.pod(name, cpu, memory, namespace=namespace, uid=uid, koord_qos=qos_label,
+                       limits={"cpu": "1", "memory": "1Gi"} if guaranteed else None)  # fmt: skip
 
 
 def test_pods_metric_average_usage_with_defaulted_priority_and_qos_sorted() -> None:

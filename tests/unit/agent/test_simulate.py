@@ -29,6 +29,7 @@ from agent.series import (
     SeriesKey,
 )
 from agent.simulate import node_selected
+from tests import objects
 
 Mi = 1024 * 1024
 PARAMS = SimulationParams(usage_fraction=0.5, burstiness=0.3, node_noise=0.1, system_cpu=0.2, system_memory=512 * Mi)
@@ -40,22 +41,9 @@ def pod(
     requests: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
-    return {
-        "metadata": {
-            "uid": uid,
-            "namespace": "ns",
-            "name": uid,
-            "resourceVersion": "1",
-            "annotations": annotations or {},
-        },
-        "spec": {"nodeName": "kwok-0", "containers": [{"name": "c", "resources": resources}]},
-        "status": {"phase": "Running"},
-    }
+    """A running pod on kwok-0 requesting only what it is given."""
+    return objects.pod(uid, None, None, namespace="ns", uid=uid, rv="1", node_name="kwok-0", annotations=annotations,
+                       requests=requests, limits=limits)  # fmt: skip
 
 
 def test_profile_from_annotations() -> None:

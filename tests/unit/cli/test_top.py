@@ -11,47 +11,32 @@ import pytest
 from common.api.wire import GoDuration
 from common.cli.top import NodeRow, build_rows, main, render_table, sort_rows
 from scheduler_plugin.descheduler.args import LowNodeLoadArgs
-from tests.objects import rfc3339
+from tests import objects
 
 GiB = 1024**3
 
 
 def node(name: str, cpu: str = "8", memory: str = "32Gi", batch_cpu: str | None = None) -> dict[str, Any]:
-    allocatable = {"cpu": cpu, "memory": memory}
-    if batch_cpu is not None:
-        allocatable |= {"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "8Gi"}
-    return {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+    batch = {"kubernetes.io/batch-cpu": batch_cpu, "kubernetes.io/batch-memory": "8Gi"} if batch_cpu is not None else {}
+    return objects.node(name, cpu=cpu, memory=memory, pods=None, extra=batch)
 
 
 def metric(
     name: str, cpu: str, memory: str, p95_cpu: str = "1", windows: tuple[str, ...] = ("5m0s",), *,
     system_cpu: str | None = None, updated: float | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    now = rfc3339(updated)
-    usage = {"resources": {"cpu": cpu, "memory": memory}}
-    system = {"resources": {"cpu": system_cpu or cpu, "memory": memory}}
+    """A report with node usage, system usage and a p95 per window (`p95_cpu` in the first, 7 cores after)."""
     aggregated = [
-        {"duration": w, "usage": {"p95": {"resources": {"cpu": p95_cpu if i == 0 else "7", "memory": memory}}}}
+        {"duration": w, "usage": {"p95": objects.resources(p95_cpu if i == 0 else "7", memory)}}
         for i, w in enumerate(windows)
     ]
-    return {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeMetric",
-        "metadata": {"name": name},
-        "status": {
-            "updateTime": now,
-            "nodeMetric": {"nodeUsage": usage, "aggregatedNodeUsages": aggregated, "systemUsage": system},
-        },
-    }
+    built = objects.MakeNodeMetric(name).updated(objects.rfc3339(updated)).node_usage(cpu, memory)
+    return built.aggregated(aggregated).system(system_cpu or cpu, memory).obj()
 
 
 def batch_pod(node_name: str, cpu_milli: int, phase: str = "Running") -> dict[str, Any]:
     requests = {"kubernetes.io/batch-cpu": str(cpu_milli), "kubernetes.io/batch-memory": "1Gi"}
-    return {
-        "metadata": {"name": f"b-{cpu_milli}", "namespace": "x"},
-        "spec": {"nodeName": node_name, "containers": [{"name": "c", "resources": {"requests": requests}}]},
-        "status": {"phase": phase},
-    }
+    return objects.pod(f"b-{cpu_milli}", None, None, namespace="x", requests=requests, node_name=node_name, phase=phase)
 
 
 def rows() -> list[NodeRow]:

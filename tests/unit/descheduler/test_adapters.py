@@ -111,7 +111,7 @@ def test_owner_is_the_controller_reference_only() -> None:
 
 
 def test_terminating_not_ready_and_garbage_quantities() -> None:
-    obj = pod_obj("p", "n1", ready=False, deleting=True)
+    obj = pod_obj("p", "n1", ready=False, deleted=NOW)
     snap = pod_snapshot(obj)
     assert snap.terminating and not snap.ready
     obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "a lot"
@@ -193,7 +193,7 @@ def test_metric_entries_of_departed_and_terminating_pods_do_not_count() -> None:
     metric = nodemetric_obj(
         "n1", [("default", "stays", "1", "0"), ("default", "leaving", "2", "0"), ("default", "gone", "3", "0")]
     )
-    pods = store(pod_obj("stays", "n1"), pod_obj("leaving", "n1", deleting=True), pod_obj("elsewhere", "n2"))
+    pods = store(pod_obj("stays", "n1"), pod_obj("leaving", "n1", deleted=NOW), pod_obj("elsewhere", "n2"))
     inputs = build(InputCache(), store(node_obj("n1")), pods, store(metric))
     assert set(inputs.node_metrics["n1"].pod_usages) == {("default", "stays")}
 

@@ -20,7 +20,8 @@ from scheduler_plugin.framework.runtime import Framework
 from scheduler_plugin.framework.schedule_one import binding_cycle, scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
+from tests.objects import T0, node, node_metric, pod
+from tests.unit.scheduler.builders import default_framework, pod_metric
 
 PROFILE = "loadline-scheduler"
 LOADAWARE = {"name": "LoadAwareScheduling", "args": {"usageThresholds": {"cpu": 55, "memory": 95}}}
@@ -33,7 +34,7 @@ REQUESTS_ONLY = {
 def cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     nodes = [node(n, cpu="10", memory="40Gi") for n in ("hot", "idle-0", "idle-1")]
     hot_usage = {"web-b": "2000m", "web-c": "1000m", "web-e": "1600m", "web-f": "1600m", "web-x": "1900m"}
-    pods = [pod(n, cpu="100m", memory="1Gi", node_name="hot", scheduled_at=T0 - 600, owner_kind="ReplicaSet")
+    pods = [pod(n, cpu="100m", memory="1Gi", node_name="hot", scheduled_at=T0 - 600, owner=("ReplicaSet", "o"))
             for n in hot_usage]  # fmt: skip
     pods += [pod(f"reserved-{i}", cpu="6", memory="1Gi", node_name=f"idle-{i}", scheduled_at=T0 - 600) for i in (0, 1)]
     metrics = [
@@ -46,7 +47,7 @@ def cluster() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str
 
 
 def replacement(name: str, cpu: str) -> dict[str, Any]:
-    return pod(name, cpu=cpu, memory="1Gi", owner_kind="ReplicaSet")
+    return pod(name, cpu=cpu, memory="1Gi", owner=("ReplicaSet", "o"))
 
 
 def place(config: dict[str, Any], replacements: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

@@ -20,12 +20,13 @@ from manager.adapters import (
 )
 from manager.noderesource.formulas import updated_at, usage_pair
 from manager.noderesource.model import ResourcePair
+from tests import objects
 
 GI = 1024**3
 
 
 def node(**status: Any) -> dict[str, Any]:
-    return {"metadata": {"name": "n1", "annotations": {}}, "status": status}
+    return objects.node(status=status)
 
 
 def test_node_capacity_allocatable_and_reservation_annotation() -> None:
@@ -87,26 +88,10 @@ def test_best_effort_pod_without_labels_defaults_to_batch() -> None:
 
 
 def test_nodemetric_snapshot_reads_system_pods_and_host_apps() -> None:
-    obj = {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeMetric",
-        "metadata": {"name": "n1"},
-        "status": {
-            "updateTime": "2026-07-24T06:52:45Z",
-            "nodeMetric": {"systemUsage": {"resources": {"cpu": "412m", "memory": "3Gi"}}},
-            "podsMetric": [
-                {
-                    "namespace": "ns",
-                    "name": "web",
-                    "priority": "koord-prod",
-                    "podUsage": {"resources": {"cpu": "1500m"}},
-                }
-            ],
-            "hostApplicationMetric": [
-                {"name": "nginx", "priority": "koord-prod", "usage": {"resources": {"memory": "64Mi"}}}
-            ],
-        },
-    }
+    obj = (
+        objects.MakeNodeMetric("n1").updated("2026-07-24T06:52:45Z").system("412m", "3Gi")
+        .pod("ns", "web", "1500m", priority="koord-prod").host_app("nginx", memory="64Mi", priority="koord-prod").obj()
+    )  # fmt: skip
     snap = node_metric(obj)
     assert snap is not None
     assert updated_at(snap) == datetime(2026, 7, 24, 6, 52, 45, tzinfo=UTC)

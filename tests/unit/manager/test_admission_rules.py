@@ -20,6 +20,7 @@ from common.api.validation import aggregate
 from manager.admission.mutate import Skip, extended_resource_spec, mutate_pod
 from manager.admission.podrules import pod_errors
 from manager.admission.review import BadReview, allowed, denied, json_patch, parse_review
+from tests import objects
 
 Obj = dict[str, Any]
 BATCH = "kubernetes.io/batch-cpu"
@@ -208,10 +209,7 @@ def test_extended_resource_spec_annotation() -> None:
 
 # ----------------------------------------------------------------------------- pod rules (Koordinator's table)
 def pod(labels: dict[str, str] | None = None, priority: int | None = None, requests: dict[str, str] | None = None) -> Obj:
-    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": requests or {}}}]}
-    if priority is not None:
-        spec["priority"] = priority
-    return {"metadata": {"labels": labels or {}}, "spec": spec}
+    return objects.pod(cpu=None, memory=None, labels=labels, priority=priority, requests=requests)
 
 
 QOS = "koordinator.sh/qosClass"

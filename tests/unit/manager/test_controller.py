@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
+from common.api.constants import BATCH_CPU, BATCH_MEMORY, LABEL_PRIORITY_CLASS, MID_CPU, MID_MEMORY
 from common.api.nodemetric_digest import digest_node_metric
 from common.kube.events import EventRecorder
 from common.kube.reflector import Reflector
@@ -21,7 +21,8 @@ from manager.controller import Controller
 from manager.main import main
 from manager.noderesource.model import BatchStrategy, BatchVerdict
 from manager.objects import NODE_METRIC, SpecWriter
-from tests.objects import MakeNodeMetric, rfc3339
+from tests import objects
+from tests.objects import MakeNodeMetric
 from tests.unit.manager.fakes import FakeHTTP
 
 GI = 1024**3
@@ -52,44 +53,19 @@ def add_node(controller: Controller, http: FakeHTTP, obj: dict[str, Any]) -> Non
     feed(controller.nodes, "ADDED", obj)
 
 
-def node(name: str, **extra_status: Any) -> dict[str, Any]:
-    resources = {"cpu": "10", "memory": "20Gi"}
-    return {
-        "metadata": {"name": name, "labels": {"pool": "a"}, "annotations": {}, "resourceVersion": "1"},
-        "status": {"capacity": {**resources, **extra_status}, "allocatable": {**resources, **extra_status}},
-    }
+def node(name: str, **extra_status: str) -> dict[str, Any]:
+    """A node of pool `a` with 10 cores / 20 GiB (plus the extended resources given)."""
+    return objects.node(name, cpu="10", memory="20Gi", pods=None, extra=extra_status, labels={"pool": "a"}, rv="1")
 
 
 def nodemetric(name: str, *, updated: datetime, web_cpu: str = "1", system_cpu: str = "500m") -> dict[str, Any]:
-    return {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeMetric",
-        "metadata": {"name": name, "resourceVersion": "5"},
-        "spec": {},
-        "status": {
-            "updateTime": rfc3339(updated),
-            "nodeMetric": {"systemUsage": {"resources": {"cpu": system_cpu, "memory": "1Gi"}}},
-            "podsMetric": [
-                {
-                    "namespace": "ns",
-                    "name": "web",
-                    "priority": "koord-prod",
-                    "podUsage": {"resources": {"cpu": web_cpu, "memory": "2Gi"}},
-                }
-            ],
-        },
-    }
+    """The report of a node running ns/web (koord-prod)."""
+    built = MakeNodeMetric(name).resource_version("5").report_interval(None).updated(updated)
+    return built.system(system_cpu, "1Gi").pod("ns", "web", web_cpu, "2Gi", priority="koord-prod").obj()
 
 
 def web_pod(node_name: str = "n1") -> dict[str, Any]:
-    return {
-        "metadata": {"namespace": "ns", "name": "web", "labels": {"koordinator.sh/priority-class": "koord-prod"}},
-        "spec": {
-            "nodeName": node_name,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}],
-        },
-        "status": {"phase": "Running"},
-    }
+    return objects.pod("web", "2", "4Gi", namespace="ns", labels={LABEL_PRIORITY_CLASS: "koord-prod"}, node_name=node_name)
 
 
 @pytest.fixture

@@ -51,13 +51,13 @@ def metric(
         built.pod("test", name, cpu, memory)
     if host_app is not None:
         built.host_app("test-host-application", host_app[0], host_app[1], priority=host_app[2])
+    if isinstance(reclaimable, tuple):
+        built.prod_reclaimable(*reclaimable)
     status: dict[str, Any] = built.status()
     if not node_metric_info:
         status["nodeMetric"] = {}
     if reclaimable is True:
         status["prodReclaimableMetric"] = {}  # &ReclaimableMetric{}: present, nothing in it
-    elif isinstance(reclaimable, tuple):
-        status["prodReclaimableMetric"] = {"resource": {"resources": {"cpu": reclaimable[0], "memory": reclaimable[1]}}}
     return digest_node_metric({"metadata": {"name": "test-node"}, "status": status})
 
 

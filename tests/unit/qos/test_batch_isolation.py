@@ -19,6 +19,7 @@ from agent.qos.batch_isolation import BatchIsolator, RoundResult
 from agent.qos.batch_resource import NodeLimits
 from common.api.pod import KubeQoSClass as QoSClass
 from common.kube.events import EventRecorder
+from tests import objects
 from tests.fakes.cgroup_trees import FakeCgroupTree, make_pod
 from tests.unit.manager.fakes import FakeHTTP
 
@@ -36,13 +37,11 @@ HALF_CORE = {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "25
 
 def pod_object(ref: PodRef, resources: dict[str, dict[str, str]] | None = None, **labels: str) -> dict[str, Any]:
     """The API object of a fixture pod; every container gets `resources`."""
-    return {
-        "metadata": {"namespace": ref.namespace, "name": ref.name, "uid": ref.uid, "resourceVersion": "1",
-                     "labels": dict(labels)},
-        "spec": {"containers": [{"name": c.name, "resources": resources or {}} for c in ref.containers]},
-        "status": {"phase": "Running", "qosClass": ref.qos.value,
-                   "containerStatuses": [{"name": c.name, "containerID": c.container_id} for c in ref.containers]},
-    }  # fmt: skip
+    containers = [{"name": c.name, "resources": resources or {}} for c in ref.containers]
+    obj = objects.pod(ref.name, namespace=ref.namespace, uid=ref.uid, rv="1", labels=labels, phase="Running",
+                      qos_class=ref.qos.value, containers=containers)  # fmt: skip
+    obj["status"]["containerStatuses"] = [{"name": c.name, "containerID": c.container_id} for c in ref.containers]
+    return obj
 
 
 def batch(ref: PodRef, requests: dict[str, str] = ONE_CORE, limits: dict[str, str] = ONE_CORE) -> dict[str, Any]:

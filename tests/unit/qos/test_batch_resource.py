@@ -20,6 +20,7 @@ from agent.qos.batch_resource import (
     cpu_shares,
     shares_to_weight,
 )
+from tests import objects
 
 GI = 1024**3
 CPU, MEM = "kubernetes.io/batch-cpu", "kubernetes.io/batch-memory"
@@ -27,10 +28,8 @@ BOTH = {CPU: "500", MEM: "2Gi"}
 
 
 def pod(*containers: dict[str, Any], annotation: Any = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"koordinator.sh/qosClass": "BE"}}
-    if annotation is not None:
-        meta["annotations"] = {ANNOTATION_EXTENDED_RESOURCE_SPEC: annotation}
-    return {"metadata": meta, "spec": {"containers": list(containers)}}
+    annotations = {ANNOTATION_EXTENDED_RESOURCE_SPEC: annotation} if annotation is not None else None
+    return objects.pod(namespace="ns", uid="u1", koord_qos="BE", annotations=annotations, containers=list(containers))
 
 
 def container(name: str, requests: dict[str, str] | None = None, limits: dict[str, str] | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from prometheus_client import REGISTRY
 from agent.qos.enforcer import QoSEnforcer
 from agent.qos.usage import PodUsageSample, UsageSnapshot
 from common.kube.http import KubeError
+from tests import objects
 from tests.unit.manager.fakes import FakeHTTP
 from tests.unit.qos.fake_cgroups import v1_tree
 
@@ -40,15 +41,8 @@ def sysfs(root: Path, cpus: int) -> Path:
 def pod(
     name: str, uid: str, *, qos: str | None, priority: int | None = None, requests: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    labels = {"koordinator.sh/qosClass": qos} if qos else {}
-    spec: dict[str, Any] = {"nodeName": NODE, "containers": [{"name": "c", "resources": {"requests": requests or {}}}]}
-    if priority is not None:
-        spec["priority"] = priority
-    return {
-        "metadata": {"namespace": "ns", "name": name, "uid": uid, "labels": labels},
-        "spec": spec,
-        "status": {"phase": "Running"},
-    }
+    return objects.pod(name, None, None, namespace="ns", uid=uid, koord_qos=qos, node_name=NODE, priority=priority,
+                       requests=requests)  # fmt: skip
 
 
 class Rig:
@@ -66,21 +60,12 @@ class Rig:
             sys_root=sysfs(tmp_path / "sys", cpus),
             clock=self.clock,
         )
-        self.enforcer.node_watch.store[NODE] = {
-            "metadata": {"name": NODE, "annotations": {}},
-            "status": {
-                "capacity": {"cpu": str(cpus), "memory": memory},
-                "allocatable": {"cpu": str(cpus), "memory": memory},
-            },
-        }
+        self.enforcer.node_watch.store[NODE] = objects.node(NODE, cpu=str(cpus), memory=memory, pods=None)
         for p in (pod("ls", "ls1", qos="LS", requests={"cpu": "1"}), pod("be", "be1", qos="BE", priority=5000)):
             self.enforcer.pod_watch.store[f"ns/{p['metadata']['name']}"] = p
 
     def slo(self, **thresholds: Any) -> None:
-        self.enforcer.slo_watch.store[NODE] = {
-            "metadata": {"name": NODE},
-            "spec": {"resourceUsedThresholdWithBE": thresholds},
-        }
+        self.enforcer.slo_watch.store[NODE] = objects.node_slo(NODE, resourceUsedThresholdWithBE=thresholds)
 
     def use(
         self, *, node_cpu: float, ls_cpu: float, be_cpu: float, node_memory: int = 4 * GI, be_memory: int = GI
@@ -276,10 +261,7 @@ def test_pods_can_come_from_the_agents_own_pod_watch(tmp_path: Path) -> None:
         NODE, rig.http.as_kube(), tmp_path / "cg", lambda: rig.usage, pods=lambda: shared, clock=rig.clock
     )
     enforcer.node_watch.store.update(rig.enforcer.node_watch.store)
-    enforcer.slo_watch.store[NODE] = {
-        "metadata": {"name": NODE},
-        "spec": {"resourceUsedThresholdWithBE": {"enable": True}},
-    }
+    enforcer.slo_watch.store[NODE] = objects.node_slo(NODE, resourceUsedThresholdWithBE={"enable": True})
     rig.usage = UsageSnapshot(rig.clock.now, 1.0, 9 * GI, {"be1": PodUsageSample(0.1, 3 * GI)})
     asyncio.run(enforcer.step())
     assert [path for path, _ in deletions(rig)] == [pod_path("shared-be")]
@@ -341,7 +323,7 @@ def test_objects_it_cannot_read_are_counted_once_per_version_and_never_acted_on(
 
     rig = Rig(tmp_path, memory="10Gi")
     before = {k: counted(*k) for k in (("NodeSLO", "wrong_type"), ("Pod", "invalid_quantity"), ("Node", "invalid_quantity"))}
-    rig.enforcer.slo_watch.store[NODE] = {"metadata": {"name": NODE}, "spec": {"resourceUsedThresholdWithBE": []}}
+    rig.enforcer.slo_watch.store[NODE] = objects.node_slo(NODE, resourceUsedThresholdWithBE=[])
     rig.step()
     rig.step()  # the same version again: not counted again
     assert counted("NodeSLO", "wrong_type") - before[("NodeSLO", "wrong_type")] == 1 and rig.quota() == -1
@@ -354,7 +336,7 @@ def test_objects_it_cannot_read_are_counted_once_per_version_and_never_acted_on(
     rig.step()
     assert deletions(rig) == [] and counted("Pod", "invalid_quantity") - before[("Pod", "invalid_quantity")] == 1
     # A Node that does not read stops the rounds, and is counted.
-    rig.enforcer.node_watch.store[NODE] = {"metadata": {"name": NODE}, "status": {"capacity": {"cpu": "eight"}}}
+    rig.enforcer.node_watch.store[NODE] = objects.node(NODE, status={"capacity": {"cpu": "eight"}})
     rig.step()
     assert counted("Node", "invalid_quantity") - before[("Node", "invalid_quantity")] == 1
     assert (REGISTRY.get_sample_value("loadline_agent_qos_skipped_rounds_total", {"reason": "node_malformed"}) or 0) >= 1

@@ -15,7 +15,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code, Status
 from scheduler_plugin.plugins.interpodaffinity.namespaces import Namespaces
-from tests.unit.scheduler.builders import node, pod
+from tests.objects import node, pod
 
 Obj = dict[str, Any]
 

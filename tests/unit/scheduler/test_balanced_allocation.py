@@ -19,7 +19,7 @@ from scheduler_plugin.plugins.noderesources.balanced_allocation import (
 )
 from scheduler_plugin.plugins.noderesources.formulas import balanced_resource_score
 from scheduler_plugin.plugins.registry import frameworks_from_config
-from tests.unit.scheduler.builders import node
+from tests.objects import node
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"

@@ -21,7 +21,8 @@ from scheduler_plugin.plugins.noderesources import NodeResourcesFit, NodeResourc
 from scheduler_plugin.plugins.noderesources.formulas import least_requested_score, most_requested_score
 from scheduler_plugin.plugins.nodeunschedulable import NodeUnschedulable
 from scheduler_plugin.plugins.tainttoleration import TaintToleration
-from tests.unit.scheduler.builders import default_framework, node, pod
+from tests.objects import node, pod
+from tests.unit.scheduler.builders import default_framework
 
 Obj = dict[str, Any]
 

@@ -20,7 +20,8 @@ from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.framework.status import Code, Status
 from scheduler_plugin.plugins.coscheduling import Coscheduling
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
-from tests.unit.scheduler.builders import T0, default_framework, gang_labels, node, pod, pod_group
+from tests.objects import T0, node, pod, pod_group
+from tests.unit.scheduler.builders import default_framework, gang_labels
 
 Obj = dict[str, Any]
 CRD_LABEL = "scheduling.x-k8s.io/pod-group"

@@ -14,7 +14,8 @@ from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.coscheduling import Coscheduling
 from scheduler_plugin.plugins.coscheduling.podgroups import PodGroups
 from scheduler_plugin.plugins.coscheduling.state import GONE_GRACE_SECONDS, PRUNE_INTERVAL_SECONDS, GangState
-from tests.unit.scheduler.builders import T0, default_framework, gang_labels, node, pod, pod_group
+from tests.objects import T0, node, pod, pod_group
+from tests.unit.scheduler.builders import default_framework, gang_labels
 from tests.unit.scheduler.test_coscheduling import CRD_LABEL, config
 
 UNFIT = {"disk": "ssd"}  # no node has this label: a member with it fits nowhere

@@ -17,7 +17,7 @@ from scheduler_plugin.extender.wire import ExtenderArgs, parse_args
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, node, node_metric, pod
+from tests.objects import T0, node, node_metric, pod
 
 NOW = T0 + 10
 Obj = dict[str, Any]

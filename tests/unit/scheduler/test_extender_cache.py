@@ -9,7 +9,7 @@ from common.kube.kubeconfig import ClusterAccess
 from scheduler_plugin.extender.cache import ASSIGNED_PODS, ExtenderCache
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
-from tests.unit.scheduler.builders import node, node_metric, pod
+from tests.objects import node, node_metric, pod
 
 
 def malformed_count(kind: str, reason: str) -> float:

@@ -22,7 +22,7 @@ from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware import NAME as LOADAWARE
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, node, node_metric, pod
+from tests.objects import T0, node, node_metric, pod
 
 NOW = T0 + 10
 Obj = dict[str, Any]
@@ -104,7 +104,7 @@ def test_full_node_mode_unparsable_request_node_keeps_the_cached_copy() -> None:
 
 
 def test_daemonset_pods_pass_everywhere() -> None:
-    result = engine().filter(names_request(pod("ds", owner_kind="DaemonSet"), ["hot", "cold"]))
+    result = engine().filter(names_request(pod("ds", owner=("DaemonSet", "o")), ["hot", "cold"]))
     assert result["NodeNames"] == ["hot", "cold"]
 
 

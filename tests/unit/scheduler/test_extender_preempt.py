@@ -14,7 +14,8 @@ from scheduler_plugin.extender.wire import BadRequest, parse_preemption_args, pr
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
+from tests.objects import T0, node, node_metric, pod
+from tests.unit.scheduler.builders import pod_metric
 
 Obj = dict[str, Any]
 

@@ -18,7 +18,7 @@ from scheduler_plugin.extender.server import ExtenderServer, normalize_prefix
 from scheduler_plugin.framework.clock import FakeClock
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, node, node_metric, pod
+from tests.objects import T0, node, node_metric, pod
 
 Check = Callable[[TestClient[Any, Any]], Awaitable[None]]
 GOOD = {"Pod": pod("p"), "Nodes": None, "NodeNames": ["hot", "cold"]}

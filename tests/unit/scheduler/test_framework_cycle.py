@@ -26,7 +26,7 @@ from scheduler_plugin.framework.schedule_one import (
 )
 from scheduler_plugin.framework.snapshot import IndexArray, IntArray, Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
-from tests.unit.scheduler.builders import node, pod
+from tests.objects import node, pod
 
 
 class Recorder:

@@ -13,7 +13,7 @@ from scheduler_plugin.framework.images import MAX_IMAGE_SIZE_BYTES
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.imagelocality import MB, ImageLocality
-from tests.unit.scheduler.builders import node
+from tests.objects import node, pod
 
 Obj = dict[str, Any]
 
@@ -25,12 +25,12 @@ def image_node(name: str, *images: tuple[list[str], int]) -> Obj:
 
 
 def image_pod(*images: str, init: tuple[str, ...] = (), volumes: tuple[str, ...] = ()) -> Obj:
-    spec: Obj = {"containers": [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]}
+    extra: Obj = {}
     if init:
-        spec["initContainers"] = [{"name": f"i{i}", "image": image} for i, image in enumerate(init)]
+        extra["initContainers"] = [{"name": f"i{i}", "image": image} for i, image in enumerate(init)]
     if volumes:
-        spec["volumes"] = [{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(volumes)]
-    return {"metadata": {"name": "p", "namespace": "default"}, "spec": spec}
+        extra["volumes"] = [{"name": f"v{i}", "image": {"reference": ref}} for i, ref in enumerate(volumes)]
+    return pod(containers=[{"name": f"c{i}", "image": image} for i, image in enumerate(images)], **extra)
 
 
 N403002000 = [(["gcr.io/40:latest", "gcr.io/40:v1", "gcr.io/40:v1"], 40 * MB),

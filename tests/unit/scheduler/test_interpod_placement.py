@@ -18,7 +18,8 @@ from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
-from tests.unit.scheduler.builders import T0, default_framework, node, pod, rfc3339
+from tests.objects import T0, node, pod, rfc3339
+from tests.unit.scheduler.builders import default_framework
 from tests.unit.scheduler.placement_builders import a_pod, affinity, expr, selector, spread, term
 
 Obj = dict[str, Any]

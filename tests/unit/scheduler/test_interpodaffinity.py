@@ -20,7 +20,7 @@ from scheduler_plugin.plugins.interpodaffinity.plugin import (
     REASON_EXISTING_ANTI_AFFINITY,
 )
 from scheduler_plugin.plugins.interpodaffinity.terms import MAX_POD_AFFINITY_TERMS
-from tests.unit.scheduler.builders import node
+from tests.objects import node
 from tests.unit.scheduler.placement_builders import (
     a_pod,
     affinity,

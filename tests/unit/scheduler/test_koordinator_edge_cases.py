@@ -11,9 +11,10 @@ from pydantic import ValidationError
 
 from common.api.pod import PriorityClass, priority_class_of, priority_class_raw
 from scheduler_plugin.plugins.loadaware import LoadAwareSchedulingArgs
+from tests.objects import T0, node, node_metric, pod
 from tests.unit.descheduler.builders import rs_pod
 from tests.unit.descheduler.test_sorting import is_prod, priority_class, priority_class_with_default
-from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
+from tests.unit.scheduler.builders import pod_metric
 from tests.unit.scheduler.test_loadaware_plugin import EST_MEM, NOW, scores, setup, verdicts
 
 GI = 1024**3

@@ -22,7 +22,8 @@ from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.framework.snapshot import CPU, Snapshot
 from scheduler_plugin.plugins.loadaware import LoadAwareScheduling, LoadAwareSchedulingArgs
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, default_framework, node, node_metric, pod, pod_metric
+from tests.objects import T0, node, node_metric, pod
+from tests.unit.scheduler.builders import default_framework, pod_metric
 
 GI = 1024**3
 EST_MEM = 751619277
@@ -98,7 +99,7 @@ def test_expired_node_metrics() -> None:
 def test_daemonset_pods_always_pass() -> None:
     plugin, snap, _ = setup([node("n1")], [node_metric("n1", cpu="3900m", memory="1Gi")])
     assert verdicts(plugin, snap, pod("p")) == {"n1": "node(s) cpu usage exceed threshold"}
-    assert verdicts(plugin, snap, pod("ds", owner_kind="DaemonSet")) == {"n1": "ok"}
+    assert verdicts(plugin, snap, pod("ds", owner=("DaemonSet", "o"))) == {"n1": "ok"}
 
 
 def test_assign_cache_counts_pods_placed_since_the_last_node_metric() -> None:

@@ -19,7 +19,8 @@ from scheduler_plugin.framework.simulator import InProcessScheduler
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.networktopology import NetworkTopology
 from scheduler_plugin.plugins.networktopology.formulas import plan_leaf_groups
-from tests.unit.scheduler.builders import default_framework, gang_labels, node, pod
+from tests.objects import node, pod
+from tests.unit.scheduler.builders import default_framework, gang_labels
 
 LEAF = "example.com/ib-leaf-group"
 FREE = {"su0": 10, "su1": 8, "su2": 7, "su3": 6, "su4": 5, "su5": 4, "su6": 3, "su7": 2}

@@ -18,7 +18,8 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.plugins.nodeports import REASON, NodePorts
-from tests.unit.scheduler.builders import T0, default_framework, node, pod
+from tests.objects import T0, node, pod
+from tests.unit.scheduler.builders import default_framework
 
 Obj = dict[str, Any]
 

@@ -17,7 +17,7 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.imagelocality import ImageLocality
 from scheduler_plugin.plugins.nodeports import NodePorts
 from scheduler_plugin.plugins.podfieldguard import MAX_FIELDS_NAMED, refusal_message
-from tests.unit.scheduler.builders import node, pod
+from tests.objects import node, pod
 
 Obj = dict[str, Any]
 

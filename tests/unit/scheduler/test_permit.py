@@ -13,7 +13,7 @@ from scheduler_plugin.framework.schedule_one import ScheduleResult, binding_cycl
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import SUCCESS, Code, Status
 from scheduler_plugin.plugins.defaultbinder import DefaultBinder
-from tests.unit.scheduler.builders import node, pod
+from tests.objects import node, pod
 
 
 class Waiter:

@@ -16,7 +16,8 @@ from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.framework.status import Code
 from scheduler_plugin.plugins.podfieldguard import MAX_FIELDS_NAMED, NAME
 from scheduler_plugin.plugins.registry import IN_TREE_REGISTRY
-from tests.unit.scheduler.builders import default_framework, node, pod
+from tests.objects import node, pod
+from tests.unit.scheduler.builders import default_framework
 
 Obj = dict[str, Any]
 

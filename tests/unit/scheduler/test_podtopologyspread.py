@@ -26,7 +26,7 @@ from scheduler_plugin.plugins.podtopologyspread.workloads import (
     ServiceSelectors,
     StatefulSetSelectors,
 )
-from tests.unit.scheduler.builders import node
+from tests.objects import node
 from tests.unit.scheduler.placement_builders import a_pod, existing, expr, filter_verdicts, scores, selector, spread
 
 Obj = dict[str, Any]

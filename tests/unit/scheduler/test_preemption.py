@@ -27,16 +27,8 @@ from scheduler_plugin.plugins.defaultpreemption.ordering import (
     rank,
 )
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import (
-    T0,
-    default_framework,
-    gang_labels,
-    node,
-    node_metric,
-    pod,
-    pod_metric,
-    rfc3339,
-)
+from tests.objects import T0, node, node_metric, pod, rfc3339
+from tests.unit.scheduler.builders import default_framework, gang_labels, pod_metric
 
 Obj = dict[str, Any]
 PROD, BATCH, FREE = 9000, 5000, 3000

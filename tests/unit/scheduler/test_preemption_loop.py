@@ -15,7 +15,7 @@ from scheduler_plugin.server import metrics as m
 from scheduler_plugin.server.binder import APIBinder
 from scheduler_plugin.server.reporter import Reporter
 from scheduler_plugin.server.scheduler import Scheduler
-from tests.unit.scheduler.builders import T0, node, pod
+from tests.objects import T0, node, pod
 from tests.unit.scheduler.test_server_loop import FakeHTTP, add, leading, until
 
 Obj = dict[str, Any]

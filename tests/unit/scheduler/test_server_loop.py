@@ -26,7 +26,8 @@ from scheduler_plugin.server.explain_view import explain_pod
 from scheduler_plugin.server.queueing import EventInterests
 from scheduler_plugin.server.reporter import Reporter, condition_patch
 from scheduler_plugin.server.scheduler import Scheduler
-from tests.unit.scheduler.builders import gang_labels, node, pod
+from tests.objects import node, pod
+from tests.unit.scheduler.builders import gang_labels
 
 Obj = dict[str, Any]
 

@@ -12,7 +12,8 @@ from common.api.nodemetric_digest import PodUsage, digest_node_metric
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import CPU, MEMORY, PODS, Snapshot
 from scheduler_plugin.plugins.loadaware.nodeload import NodeLoads
-from tests.unit.scheduler.builders import T0, node, node_metric, pod, pod_metric
+from tests.objects import T0, node, node_metric, pod
+from tests.unit.scheduler.builders import pod_metric
 
 GI = 1024**3
 

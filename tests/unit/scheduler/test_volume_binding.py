@@ -23,6 +23,7 @@ from scheduler_plugin.plugins.volumebinding import VolumeBinding, VolumeBindingA
 from scheduler_plugin.plugins.volumebinding.args import UtilizationShapePoint
 from scheduler_plugin.plugins.volumebinding.finder import BIND_CONFLICT, NODE_CONFLICT, NOT_ENOUGH_SPACE, PV_NOT_EXIST
 from scheduler_plugin.plugins.volumebinding.plugin import STATE, VolumeBindingState
+from tests.objects import node, pod
 from tests.storage_objects import (
     HOSTNAME,
     claim,
@@ -34,7 +35,6 @@ from tests.storage_objects import (
     storage_class,
     with_claims,
 )
-from tests.unit.scheduler.builders import node, pod
 from tests.unit.scheduler.volume_support import filter_all, volume_snapshot
 
 Obj = dict[str, Any]

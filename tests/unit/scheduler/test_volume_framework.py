@@ -12,8 +12,9 @@ from scheduler_plugin.framework.schedule_one import scheduling_cycle
 from scheduler_plugin.plugins.defaultpreemption import DECISION, PreemptionDecision
 from scheduler_plugin.plugins.storage import PersistentVolumes
 from scheduler_plugin.server.queueing import EventInterests
+from tests.objects import T0, node, pod, rfc3339
 from tests.storage_objects import HOSTNAME, claim, csi_node, persistent_volume, storage_class, with_claims
-from tests.unit.scheduler.builders import T0, default_framework, node, pod, rfc3339
+from tests.unit.scheduler.builders import default_framework
 from tests.unit.scheduler.volume_support import volume_snapshot
 
 Obj = dict[str, Any]

@@ -16,6 +16,7 @@ from scheduler_plugin.plugins import nodevolumelimits, volumerestrictions, volum
 from scheduler_plugin.plugins.nodevolumelimits import NodeVolumeLimits
 from scheduler_plugin.plugins.volumerestrictions import VolumeRestrictions
 from scheduler_plugin.plugins.volumezone import VolumeZone
+from tests.objects import node, pod
 from tests.storage_objects import (
     claim,
     csi_node,
@@ -24,7 +25,6 @@ from tests.storage_objects import (
     volume_attachment,
     with_claims,
 )
-from tests.unit.scheduler.builders import node, pod
 from tests.unit.scheduler.volume_support import filter_all, volume_snapshot
 
 Obj = dict[str, Any]

@@ -13,7 +13,7 @@ from scheduler_plugin.plugins.coscheduling.gangs import POD_GROUP_RESOURCES
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server.cache import ClusterCache
-from tests.unit.scheduler.builders import node_metric, pod_group
+from tests.objects import node, node_metric, pod, pod_group
 
 
 class Listener:
@@ -112,7 +112,6 @@ def test_pod_and_node_events_inter_pod_placement_waits_for() -> None:
         NODE_DELETE,
     )
     from scheduler_plugin.plugins.interpodaffinity.namespaces import NAMESPACES, Namespaces
-    from tests.unit.scheduler.builders import node, pod
 
     snapshot, listener = Snapshot(), Listener()
     http = KubeHTTP(ClusterAccess("http://127.0.0.1:1"))
