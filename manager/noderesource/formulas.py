@@ -252,6 +252,16 @@ def degrade_verdict(metric: NodeMetricDigest | None, now: datetime, degrade_time
     return None if staleness is None else BatchVerdict.NODE_METRIC_EXPIRED
 
 
+def withheld_verdict(
+    enable: bool, metric: NodeMetricDigest | None, now: datetime, degrade_time_minutes: int
+) -> BatchVerdict | None:
+    """Why a node carries no batch (or mid) resources now — colocation off, or its report missing or too old —
+    or None when they are calculated."""
+    if not enable:
+        return BatchVerdict.COLOCATION_DISABLED
+    return degrade_verdict(metric, now, degrade_time_minutes)
+
+
 def batch_outcome(
     node: NodeCapacity,
     pods: Iterable[PodOnNode],
@@ -260,11 +270,9 @@ def batch_outcome(
     now: datetime,
 ) -> BatchOutcome:
     """The batch resources the node should carry now, or their removal and why."""
-    if not strategy.enable:
-        return BatchOutcome(BatchVerdict.COLOCATION_DISABLED, None)
-    stale = degrade_verdict(metric, now, strategy.degrade_time_minutes)
-    if stale is not None or metric is None:
-        return BatchOutcome(stale or BatchVerdict.NODE_METRIC_MISSING, None)
+    withheld = withheld_verdict(strategy.enable, metric, now, strategy.degrade_time_minutes)
+    if withheld is not None or metric is None:
+        return BatchOutcome(withheld or BatchVerdict.NODE_METRIC_MISSING, None)
     resources, breakdown = calculate_batch_resources(node, pods, metric, strategy)
     return BatchOutcome(BatchVerdict.CALCULATED, resources, breakdown)
 
@@ -331,4 +339,5 @@ __all__ = [
     "node_reserved",
     "safety_margin",
     "scale_by_percent",
+    "withheld_verdict",
 ]

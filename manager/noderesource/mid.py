@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from common.api.constants import MID_CPU, MID_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodemetric_digest import HostAppUsage, NodeMetricDigest
-from manager.noderesource.formulas import degrade_verdict, node_reserved, usage_pair
+from manager.noderesource.formulas import node_reserved, usage_pair, withheld_verdict
 from manager.noderesource.model import (
     ACTIVE_POD_PHASES,
     ZERO,
@@ -188,11 +188,9 @@ def mid_outcome(
     now: datetime,
 ) -> MidOutcome:
     """The mid resources the node should carry now, or their removal and why."""
-    if not strategy.enable:
-        return MidOutcome(BatchVerdict.COLOCATION_DISABLED, None)
-    stale = degrade_verdict(metric, now, strategy.degrade_time_minutes)
-    if stale is not None or metric is None:
-        return MidOutcome(stale or BatchVerdict.NODE_METRIC_MISSING, None)
+    withheld = withheld_verdict(strategy.enable, metric, now, strategy.degrade_time_minutes)
+    if withheld is not None or metric is None:
+        return MidOutcome(withheld or BatchVerdict.NODE_METRIC_MISSING, None)
     resources, breakdown = calculate_mid_resources(node, pods, metric, strategy)
     return MidOutcome(BatchVerdict.CALCULATED, resources, breakdown)
 

@@ -9,9 +9,9 @@ handful of distinct specs. Callers always receive their own copy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 from common.api.constants import ANNOTATION_COLOCATION_STRATEGY
 from common.api.scheduling import LabelSelector
@@ -89,28 +89,29 @@ def colocation_for_node(
     return NodeColocation(strategy, source, overridden_by_node=strategy != base, warnings=tuple(warnings))
 
 
-def batch_strategy_for_node(config: SLOControllerConfig, colocation: NodeColocation) -> BatchStrategy:
-    """The batch view of a node's colocation strategy, shared between nodes that share the strategy."""
+_View = TypeVar("_View")
+
+
+def _strategy_for_node(
+    config: SLOControllerConfig, colocation: NodeColocation, view: str, build: Callable[[Mapping[str, Any]], _View]
+) -> _View:
+    """`build(colocation.strategy)`, shared (in config.memo, under `view`) between nodes that share the strategy."""
     if colocation.cache_key is None:
-        return batch_strategy_from_colocation(colocation.strategy)
-    memo_key = ("batch", colocation.cache_key)
-    cached = config.memo.get(memo_key)
-    if cached is None:
-        cached = config.memo[memo_key] = batch_strategy_from_colocation(colocation.strategy)
-    assert isinstance(cached, BatchStrategy)
-    return cached
+        return build(colocation.strategy)
+    memo_key = (view, colocation.cache_key)
+    if memo_key not in config.memo:
+        config.memo[memo_key] = build(colocation.strategy)
+    return cast(_View, config.memo[memo_key])
+
+
+def batch_strategy_for_node(config: SLOControllerConfig, colocation: NodeColocation) -> BatchStrategy:
+    """The batch view of a node's colocation strategy."""
+    return _strategy_for_node(config, colocation, "batch", batch_strategy_from_colocation)
 
 
 def mid_strategy_for_node(config: SLOControllerConfig, colocation: NodeColocation) -> MidStrategy:
-    """The mid-tier view of a node's colocation strategy (midCPUThresholdPercent, ...), shared like the batch one."""
-    if colocation.cache_key is None:
-        return mid_strategy_from_colocation(colocation.strategy)
-    memo_key = ("mid", colocation.cache_key)
-    cached = config.memo.get(memo_key)
-    if cached is None:
-        cached = config.memo[memo_key] = mid_strategy_from_colocation(colocation.strategy)
-    assert isinstance(cached, MidStrategy)
-    return cached
+    """The mid-tier view of a node's colocation strategy (midCPUThresholdPercent, ...)."""
+    return _strategy_for_node(config, colocation, "mid", mid_strategy_from_colocation)
 
 
 # --- NodeMetric spec.metricCollectPolicy -----------------------------------------------------
