@@ -127,6 +127,11 @@ class Tolerances:
     cpu_floor: float = 0.010  # cores
     memory_floor: float = 4.0 * MIB
     percentiles: tuple[str, ...] = ("avg", "p50", "p90", "p95", "p99")
+    # A percentile of the node's CPU over the window: the two agents sample the host each second at different
+    # instants, so each percentile is taken over different samples of a signal that moves second to second. Their
+    # means agree within 0.3 % while a p50 over 60 such samples was seen 6.2 % apart with the host busy (CI, twice in
+    # three runs): sampling error, not a difference of measurement. Memory does not move like that and keeps ±5 %.
+    window_cpu_relative: float = 0.10
 
 
 def compare(
@@ -136,20 +141,22 @@ def compare(
     the aggregated windows' percentiles."""
     rows: list[Row] = []
 
-    def add(what: str, a: tuple[float, float] | None, b: tuple[float, float] | None) -> None:
+    def add(what: str, a: tuple[float, float] | None, b: tuple[float, float] | None, cpu_relative: float) -> None:
         if a is None or b is None:
             return
-        rows.append(Row(f"{what} cpu", a[0], b[0], tol.relative, tol.cpu_floor))
+        rows.append(Row(f"{what} cpu", a[0], b[0], cpu_relative, tol.cpu_floor))
         rows.append(Row(f"{what} memory", a[1], b[1], tol.relative, tol.memory_floor))
 
-    add("nodeUsage", ours.node, theirs.node)
-    add("systemUsage", ours.system, theirs.system)
+    add("nodeUsage", ours.node, theirs.node, tol.relative)
+    add("systemUsage", ours.system, theirs.system, tol.relative)
     for pod in sorted(set(ours.pods) & set(theirs.pods)):
         if pods is None or pod in pods:
-            add(f"podsMetric {pod}", ours.pods[pod], theirs.pods[pod])
+            add(f"podsMetric {pod}", ours.pods[pod], theirs.pods[pod], tol.relative)
     for window in sorted(set(ours.windows) & set(theirs.windows)):
         if window[1] in tol.percentiles:
-            add(f"aggregatedNodeUsages {window[0]} {window[1]}", ours.windows[window], theirs.windows[window])
+            cpu_relative = tol.relative if window[1] == "avg" else tol.window_cpu_relative
+            add(f"aggregatedNodeUsages {window[0]} {window[1]}", ours.windows[window], theirs.windows[window],
+                cpu_relative)  # fmt: skip
     return rows
 
 
