@@ -109,6 +109,11 @@ class AgentSettings(BaseModel):
     sys_root: Path = Field(Path("/sys"), description="sysfs of the host (InfiniBand, netdevs)")
     cgroup_root: Path = Field(Path("/sys/fs/cgroup"), description="cgroup mount of the host")
     cgroup_parent: str = Field("", description="kubelet --cgroup-root below the cgroup mount")
+    pod_logs_dir: Path = Field(
+        Path("/var/log/pods"),
+        description="no API server (--once, standalone without the kubelet's pod list): pods are named by the "
+        "kubelet's pod log directories here (<namespace>_<name>_<uid>), else by their UID",
+    )
     collectors: Annotated[list[str] | None, BeforeValidator(_list)] = Field(
         None, description="collectors to run, comma separated (unset: those enabled by default)"
     )

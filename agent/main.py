@@ -81,7 +81,7 @@ class NodeAgent(AgentProcess):
         s = self.settings
         pods: PodWatch | LocalPods
         if self.standalone:
-            discovery = CgroupPodDiscovery(s.cgroup_root, s.cgroup_parent)
+            discovery = CgroupPodDiscovery(s.cgroup_root, s.cgroup_parent, pod_logs_dir=s.pod_logs_dir)
             pods = self.local_pods = LocalPods(discovery, s.kubelet_url)
             http = None
         else:
