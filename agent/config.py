@@ -104,6 +104,13 @@ class AgentSettings(BaseModel):
         "window is aggregated again once 1/20 of it is new samples (5m every 15 s, 10m every 30 s, 30m every 90 s)",
     )
 
+    pod_window_metrics: bool = Field(
+        False,
+        description="export each pod's window series on /metrics (avg p50 p90 p95 p99 of CPU, memory and "
+        "throttling per window: 60 series a pod); off: node and system windows only, pods as raw counters "
+        "(cAdvisor's shape), so a 5,000-node Prometheus can scrape every agent (docs/monitoring.md)",
+    )
+
     # --- collectors
     proc_root: Path = Field(Path("/proc"), description="procfs of the host")
     sys_root: Path = Field(Path("/sys"), description="sysfs of the host (InfiniBand, netdevs)")
