@@ -220,7 +220,7 @@ class InputCache:
             try:
                 digest = digest_pod(obj)
                 snap = pod_snapshot(obj, _replicas_of(digest, replicas), digest)
-                self.malformed.clear("Pod", key)
+                self.malformed.account("Pod", key, obj, None, digest.part_problem)
             except Exception as exc:  # see the class docstring
                 self.malformed.report("Pod", key, obj, exc)
                 return (obj, f"pod {key} malformed: {type(exc).__name__}: {exc}", None)
