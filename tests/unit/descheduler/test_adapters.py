@@ -56,6 +56,24 @@ def test_malformed_raw_allocatable_falls_back_to_status_allocatable() -> None:
         assert node_snapshot(obj).raw_allocatable is None
 
 
+def test_an_unreadable_raw_allocatable_annotation_is_counted_once_per_version_and_the_node_stays() -> None:
+    # Issue 29: the round read it as absent (as Koordinator does) but never counted it.
+    def counted() -> float:
+        labels = {"kind": "Node", "reason": "invalid_value"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    before = counted()
+    cache = InputCache()
+    bad = node_obj("n1", annotations={"node.koordinator.sh/raw-allocatable": '{"cpu": "lots"}'})
+    inputs = build(cache, store(bad), {}, store(nodemetric_obj("n1")))
+    assert [n.name for n in inputs.nodes] == ["n1"] and inputs.nodes[0].raw_allocatable is None
+    assert inputs.nodes[0].allocatable["cpu"] == 10_000.0 and inputs.node_problems == {}
+    assert counted() == before + 1
+    build(cache, store(json.loads(json.dumps(bad))), {}, store(nodemetric_obj("n1")))  # re-listed, same version
+    assert counted() == before + 1
+    assert cache.malformed.current() == [("Node", "n1")]
+
+
 def test_unparseable_allocatable_is_malformed_and_the_round_skips_the_node() -> None:
     with pytest.raises(MalformedObjectError) as bad:
         node_snapshot(node_obj("n1", cpu="ten"))
