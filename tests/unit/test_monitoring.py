@@ -122,6 +122,8 @@ def test_rules_follow_conventions() -> None:
         assert re.fullmatch(r"[a-z_]+:loadline_[a-z0-9_]+:[a-z0-9_]+", record["record"]), record["record"]
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert {"LoadlineAgentNodeMetricStale", "LoadlineAgentCollectorFailing"} <= tested
+    # Issue 29's signals: objects skipped, watches stalled or re-listing, loops restarted.
+    assert {"LoadlineMalformedObjects", "LoadlineWatchStalled", "LoadlineWatchRelisting", "LoadlineWorkerRestarts"} <= tested
     assert tested <= {a["alert"] for a in alerts}, "a rule unit test names an alert that does not exist"
 
 
