@@ -25,7 +25,7 @@ from common.api.wire import format_time
 Obj = dict[str, Any]
 
 T0 = 1_700_000_000.0  # FakeClock's default start: pods are created then unless told otherwise
-SCHEDULING_API_VERSION = "scheduling.x-k8s.io/v1alpha1"  # coscheduling's PodGroup
+SCHEDULING_GROUP = "scheduling.x-k8s.io"  # coscheduling's PodGroup
 
 
 def rfc3339(when: float | datetime | None = None) -> str:
@@ -168,6 +168,8 @@ def pod(
     requests: dict[str, str] | None = None,
     limits: dict[str, str] | None = None,
     containers: list[Obj] | None = None,
+    image: str | None = None,
+    container: str = "c",
     node_name: str | None = None,
     priority: int | None = None,
     created: float | None = T0,
@@ -177,7 +179,7 @@ def pod(
     phase: str | None = None,
     qos_class: str | None = None,
     ready: bool | None = None,
-    owner: tuple[str, str] | None = None,
+    owner: tuple[str, str] | tuple[str, str, str] | None = None,
     scheduler_name: str | None = "loadline-scheduler",
     tolerations: list[dict[str, str]] | None = None,
     node_selector: dict[str, str] | None = None,
@@ -185,11 +187,12 @@ def pod(
     gates: list[str] | None = None,
     **spec: Any,
 ) -> Obj:
-    """A v1 Pod: one container `c` requesting `cpu`/`memory` (None: left out) plus `requests`, unless
-    `containers` replaces it. `uid` defaults to `uid-<namespace>-<name>`; `koord_qos` is the
-    koordinator.sh/qosClass label, `qos_class` Kubernetes' status.qosClass; `owner` is the controller
-    (kind, name); `phase` defaults to Running when bound, else Pending; `created`/`deleted`/`scheduled_at`/
-    `started` (status.startTime) are epochs (None: left out); `spec` adds (or overrides) spec fields."""
+    """A v1 Pod: one container (`container`, of `image`: an API server wants one) requesting `cpu`/`memory`
+    (None: left out) plus `requests`, unless `containers` replaces it. `uid` defaults to `uid-<namespace>-<name>`;
+    `koord_qos` is the koordinator.sh/qosClass label, `qos_class` Kubernetes' status.qosClass; `owner` is the
+    controller (kind, name[, uid]); `phase` defaults to Running when bound, else Pending; `created`/`deleted`/
+    `scheduled_at`/`started` (status.startTime) are epochs (None: left out); `spec` adds (or overrides) spec
+    fields. To create it on an API server: `for_api_server(pod(...))`."""
     meta: Obj = {"name": name, "namespace": namespace, "uid": uid if uid is not None else f"uid-{namespace}-{name}"}
     if rv is not None:
         meta["resourceVersion"] = rv
@@ -200,16 +203,17 @@ def pod(
     if deleted is not None:
         meta["deletionTimestamp"] = rfc3339(deleted)
     if owner is not None:
-        kind, owner_name = owner
+        kind, owner_name, *owner_uid = owner
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": f"uid-{owner_name}", "controller": True}
+            {"apiVersion": "apps/v1", "kind": kind, "name": owner_name, "uid": owner_uid[0] if owner_uid
+             else f"uid-{owner_name}", "controller": True}
         ]
     if containers is None:
         reqs = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None} | (requests or {})
         wanted: Obj = {"requests": reqs}
         if limits:
             wanted["limits"] = limits
-        containers = [{"name": "c", "resources": wanted}]
+        containers = [{"name": container, "resources": wanted} | ({"image": image} if image is not None else {})]
     body: Obj = {"containers": containers}
     optional = {"schedulerName": scheduler_name, "nodeName": node_name, "priority": priority,
                 "tolerations": tolerations, "nodeSelector": node_selector, "affinity": affinity,
@@ -229,6 +233,13 @@ def pod(
     if conditions:
         status["conditions"] = conditions
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body, "status": status}
+
+
+def for_api_server(obj: Obj) -> Obj:
+    """A built object as a client sends it to be created: without what the API server sets (uid, creation time,
+    resourceVersion, status). Server-side apply refuses a uid that names no existing object."""
+    meta = {k: v for k, v in obj["metadata"].items() if k not in ("uid", "creationTimestamp", "resourceVersion")}
+    return {k: v for k, v in obj.items() if k != "status"} | {"metadata": meta}
 
 
 def node(
@@ -296,19 +307,20 @@ def pod_group(
     min_member: int,
     *,
     namespace: str = "default",
-    created: float = T0,
+    created: float | None = T0,
     min_resources: dict[str, str] | None = None,
     timeout: int | None = None,
+    group: str = SCHEDULING_GROUP,
+    **spec_fields: Any,
 ) -> Obj:
-    """A coscheduling PodGroup (`scheduling.x-k8s.io/v1alpha1`)."""
+    """A coscheduling PodGroup (`scheduling.x-k8s.io/v1alpha1`, or another API `group`'s v1alpha1); `spec_fields`
+    adds (or overrides) spec fields."""
     spec: Obj = {"minMember": min_member}
     if min_resources:
         spec["minResources"] = min_resources
     if timeout is not None:
         spec["scheduleTimeoutSeconds"] = timeout
-    return {
-        "apiVersion": SCHEDULING_API_VERSION,
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace, "creationTimestamp": rfc3339(created)},
-        "spec": spec,
-    }
+    meta: Obj = {"name": name, "namespace": namespace}
+    if created is not None:
+        meta["creationTimestamp"] = rfc3339(created)
+    return {"apiVersion": f"{group}/v1alpha1", "kind": "PodGroup", "metadata": meta, "spec": spec | spec_fields}

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from tests.harness.processes import Component, free_port
-from tests.harness.promtool import ensure_prometheus
+from tests.harness.promtool import ensure_prometheus, ensure_web_assets
 
 # A target: a port on loopback, or a port and the labels Prometheus adds to its series (as a ServiceMonitor's
 # relabelling adds `node` to an agent's).
@@ -96,6 +96,7 @@ class PrometheusServer:
                 f"--config.file={config_file}",
                 f"--storage.tsdb.path={self._dir / 'data'}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
+                f"--web.local-assets={ensure_web_assets(binary)}/",  # Debian's UI is on disk (promtool.py)
             ],
             self._dir / "prometheus.log",
         )

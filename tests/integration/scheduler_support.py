@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from tests import objects
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port, http_ok, wait_until
 from tests.objects import MakeNodeMetric, rfc3339
@@ -105,29 +106,14 @@ def pod(
     affinity: Mapping[str, Any] | None = None,
     scheduler: str = SCHEDULER_NAME,
 ) -> Obj:
-    spec: Obj = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "c", "image": "fake", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-        # kwok nodes carry no taints; tolerate everything a shared cluster might add
-        "tolerations": [{"operator": "Exists"}],
-    }
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    if affinity:
-        spec["affinity"] = dict(affinity)
-    metadata: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
-
-
-def pod_group(name: str, namespace: str, min_member: int, *, group: str = PG_GROUP, **spec: Any) -> Obj:
-    return {
-        "apiVersion": f"{group}/v1alpha1",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"minMember": min_member, **spec},
-    }
+    """tests/objects.py's pod as these tests create it: an image, and tolerating every taint (kwok nodes carry none;
+    a shared cluster may add some)."""
+    return objects.for_api_server(objects.pod(
+        name, cpu, memory, namespace=namespace, image="fake", scheduler_name=scheduler,
+        node_selector=dict(node_selector) if node_selector else None, labels=dict(labels or {}),
+        annotations=dict(annotations or {}), affinity=dict(affinity) if affinity else None,
+        tolerations=[{"operator": "Exists"}],
+    ))  # fmt: skip
 
 
 def create_pods(api: Api, pods: list[Obj]) -> None:
@@ -140,10 +126,7 @@ def write_node_metric(
 ) -> None:
     """Create the node's NodeMetric if needed, then PUT its status as the agent does."""
     with contextlib.suppress(ApiError):
-        api.create(NM_PATH, {
-            "apiVersion": "slo.koordinator.sh/v1alpha1", "kind": "NodeMetric", "metadata": {"name": node},
-            "spec": {"metricCollectPolicy": {"aggregateDurationSeconds": 300, "reportIntervalSeconds": 60}},
-        })  # fmt: skip
+        api.create(NM_PATH, MakeNodeMetric(node).report_interval(60, aggregate_seconds=300).obj())
     current = api.get(f"{NM_PATH}/{node}")
     current["status"] = {
         **MakeNodeMetric(node).updated(update_time or now_rfc3339()).node_usage(cpu, memory).status(),

@@ -18,6 +18,7 @@ import pytest
 from common.api.nodemetric import NodeMetric
 from common.api.quantity import Quantity
 from tests.harness.controlplane import ControlPlane
+from tests.objects import for_api_server, pod
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -33,47 +34,22 @@ def warm(obj: dict[str, Any]) -> bool:
     )
 
 
-def pod(namespace: str, name: str, node: str, **extra: Any) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    meta.update(extra.pop("meta", {}))
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": meta,
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "fake", **extra}]},
-    }
-
-
 def test_simulate_publishes_a_valid_nodemetric_for_each_of_50_kwok_nodes(
     cluster: ControlPlane, kwok_nodes: Callable[..., list[str]], namespace: str, tmp_path: Path
 ) -> None:
     suite = uuid.uuid4().hex[:6]
     nodes = kwok_nodes(50, prefix=f"sim{suite}", cpu="16", memory="64Gi", labels={"loadline-test": suite})
-    cluster.apply(
-        [
-            pod(
-                namespace,
-                "web",
-                nodes[0],
-                meta={
-                    "annotations": {
-                        "loadline.io/simulated-cpu": "1500m",
-                        "loadline.io/simulated-memory": "512Mi",
-                        "loadline.io/simulated-burstiness": "0.1",
-                    }
-                },
-                resources={"requests": {"cpu": "1", "memory": "256Mi"}},  # Burstable: LS / koord-prod
-            ),
-            pod(
-                namespace,
-                "batch",
-                nodes[0],
-                meta={"labels": {"koordinator.sh/qosClass": "BE"}},
-                resources={"requests": {"cpu": "2", "memory": "1Gi"}},
-            ),
-            pod(namespace, "elsewhere", nodes[1], resources={"requests": {"cpu": "1", "memory": "1Gi"}}),
-        ]
-    )
+    simulated = {
+        "loadline.io/simulated-cpu": "1500m",
+        "loadline.io/simulated-memory": "512Mi",
+        "loadline.io/simulated-burstiness": "0.1",
+    }
+    bound: dict[str, Any] = {"namespace": namespace, "image": "fake", "scheduler_name": None}
+    cluster.apply([
+        for_api_server(pod("web", "1", "256Mi", node_name=nodes[0], annotations=simulated, **bound)),  # LS / prod
+        for_api_server(pod("batch", "2", "1Gi", node_name=nodes[0], labels={"koordinator.sh/qosClass": "BE"}, **bound)),
+        for_api_server(pod("elsewhere", "1", "1Gi", node_name=nodes[1], **bound)),
+    ])  # fmt: skip
     log_path = tmp_path / "simulate.log"
     argv = [
         sys.executable,

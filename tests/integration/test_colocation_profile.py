@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from common.kube.http import KubeError, KubeHTTP
+from tests import objects
 from tests.harness import koordbuild
 from tests.harness.controlplane import REPO_ROOT, ControlPlane
 from tests.harness.webhook import WebhookManager, apply_json, configurations, metric_value, webhook_manager
@@ -76,8 +77,11 @@ def profile(name: str, spec: Obj) -> Obj:
 
 
 def pod(name: str, ns: str, labels: Obj | None = None, resources: Obj | None = None, **spec: Any) -> Obj:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-            "spec": {"containers": [{"name": "app", "image": "nginx:1.15.1", "resources": resources or {}}], **spec}}
+    """A pod as a user submits it (Koordinator's docs' example container; the default scheduler)."""
+    wanted = resources or {}
+    return objects.for_api_server(objects.pod(
+        name, None, None, namespace=ns, labels=labels, requests=wanted.get("requests"), limits=wanted.get("limits"),
+        container="app", image="nginx:1.15.1", scheduler_name=None, **spec))  # fmt: skip
 
 
 def get(plane: ControlPlane, kind: str, name: str, ns: str | None = None) -> Obj:

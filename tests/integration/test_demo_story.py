@@ -10,12 +10,17 @@ NodeMetrics, LowNodeLoad's thresholds and node selector at the demo's, and the d
   as minimal (test_security_rbac.py's tables show the minimal half), counted as `make demo` prints it;
 - every command `make demo` prints to look around (the README's tour shows the same, tests/unit/test_docs.py) runs
   and prints something;
-- every Prometheus query it prints returns data, and every Loadline component is a target that is up.
+- every Prometheus query it prints returns data, and every Loadline component is a target that is up;
+- the page of graphs it links to opens, with every script and stylesheet it loads (Debian's Prometheus reads its UI
+  from disk: tests/harness/promtool.py).
 """
 
 from __future__ import annotations
 
+import re
 import time
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,8 +29,9 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.harness import demo
-from tests.harness.demo_monitoring import JOBS, QUERIES, DemoPrometheus
+from tests.harness.demo_monitoring import JOBS, QUERIES, DemoPrometheus, graph_url
 from tests.harness.processes import free_port
+from tests.harness.prometheus import PrometheusServer
 from tests.integration.realnode_cluster import (
     IDLE_HIGH_THRESHOLDS,
     LOW_THRESHOLDS,
@@ -131,3 +137,18 @@ def test_every_query_the_demo_prints_returns_data_and_every_component_is_scraped
     assert installed <= set(up) and all(up[job] == "1" for job in installed), up
     nodes = {s["metric"].get("node") for s in prometheus.query("loadline_node_cpu_capacity_cores")}
     assert {real_cluster.node.name, *real_cluster.kwok_nodes} <= nodes, nodes
+
+
+def test_the_page_of_graphs_the_demo_links_to_opens_with_its_scripts_and_styles() -> None:
+    with PrometheusServer({}) as server:  # the demo's server without targets: the page is the same
+        with urllib.request.urlopen(graph_url(server.url), timeout=10) as response:  # (redirected to the classic UI)
+            page = response.read().decode()
+            assert response.status == 200 and "/classic/graph" in response.url, response.url
+        assets = sorted(set(re.findall(r'(?:src|href)="(/classic/static/[^"?]+)', page)))
+        assert len(assets) >= 10, page[:2000]  # jQuery, Bootstrap, D3, Rickshaw, moment, the graph's own script, ...
+        empty = []
+        for asset in assets:
+            with urllib.request.urlopen(urllib.parse.urljoin(server.url, asset), timeout=10) as response:
+                if response.status != 200 or not response.read():
+                    empty.append(asset)
+        assert empty == []

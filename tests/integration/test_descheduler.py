@@ -24,6 +24,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests import objects
 from tests.conftest import failed
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port
@@ -52,14 +53,7 @@ def nm_status(pods: list[PodUsage], *, system_cpu: int = 500, system_mem: int = 
 
 
 def write_nodemetric(cluster: ControlPlane, node: str, status: dict[str, Any]) -> None:
-    cluster.apply(
-        {
-            "apiVersion": "slo.koordinator.sh/v1alpha1",
-            "kind": "NodeMetric",
-            "metadata": {"name": node},
-            "spec": {"metricCollectPolicy": {"reportIntervalSeconds": 60}},
-        }
-    )
+    cluster.apply(MakeNodeMetric(node).report_interval(60).obj())
     # A merge patch replaces podsMetric as a whole, as a new report from the agent would.
     cluster.kubectl(
         "patch", "nodemetrics.slo.koordinator.sh", node, "--subresource=status", "--type=merge",
@@ -99,28 +93,12 @@ def owned_pod(
     node_selector: dict[str, str] | None = None,
     scheduler: str = "loadline-scheduler",
 ) -> dict[str, Any]:
+    """A pod of the ReplicaSet `rs` (name, uid), labelled `app=<name>`."""
     rs_name, rs_uid = rs
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler,
-        "containers": [{"name": "c", "image": "fake", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-    }
-    if node:
-        spec["nodeName"] = node
-    if node_selector:
-        spec["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {"app": rs_name, **(labels or {})},
-            "ownerReferences": [
-                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name, "uid": rs_uid, "controller": True}
-            ],
-        },
-        "spec": spec,
-    }
+    return objects.for_api_server(objects.pod(
+        name, cpu, memory, namespace=namespace, image="fake", node_name=node, node_selector=node_selector,
+        scheduler_name=scheduler, labels={"app": rs_name, **(labels or {})}, owner=("ReplicaSet", rs_name, rs_uid),
+    ))  # fmt: skip
 
 
 def pod_names(cluster: ControlPlane, namespace: str, node: str | None = None) -> set[str]:
@@ -721,9 +699,7 @@ def test_api_server_outage_pauses_the_descheduler_and_it_carries_on_afterwards(
     suite = uuid.uuid4().hex[:8]
     plane.kubectl("create", "namespace", "work")
     plane.apply([
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {LABEL: suite}},
-         "status": {"allocatable": {"cpu": "10", "memory": "40Gi", "pods": "110"},
-                    "capacity": {"cpu": "10", "memory": "40Gi", "pods": "110"}}}
+        objects.node(name, cpu="10", memory="40Gi", labels={LABEL: suite})
         for name in ("hot", "idle")
     ])  # fmt: skip
     rs = ("web", replicaset(plane, "work", "web", replicas=20))

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from common.kube.http import KubeError, KubeHTTP, resource_path
+from tests import objects
 from tests.harness.controlplane import ControlPlane
 from tests.harness.processes import Component, free_port, http_ok, wait_until
 from tests.objects import MakeNodeMetric
@@ -116,12 +117,8 @@ def extender(cluster: ControlPlane, tmp_path: Path) -> Iterator[Callable[[], str
 
 
 def pod(name: str, namespace: str, scheduler: str, selector: dict[str, str]) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-        "spec": {"schedulerName": scheduler, "nodeSelector": selector,
-                 "containers": [{"name": "c", "image": "fake",
-                                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]},
-    }  # fmt: skip
+    return objects.for_api_server(objects.pod(name, "1", "1Gi", namespace=namespace, image="fake",
+                                              scheduler_name=scheduler, node_selector=selector or None))  # fmt: skip
 
 
 def get_pod(cluster: ControlPlane, namespace: str, name: str) -> dict[str, Any]:

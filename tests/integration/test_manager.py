@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY
 from common.api.quantity import Quantity
+from tests import objects
 from tests.conftest import module_plane, namespace_in
 from tests.harness.controlplane import REPO_ROOT, ControlPlane, fake_node
 from tests.harness.processes import Component, free_port, http_ok
@@ -156,22 +157,12 @@ def events_for(plane: ControlPlane, name: str, reason: str) -> list[dict[str, An
 def pod(
     name: str, namespace: str, *, priority: str, requests: Mapping[str, str], node: str | None = None
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "containers": [
-            {"name": "c", "image": "fake", "resources": {"requests": dict(requests), "limits": dict(requests)}}
-        ]
-    }
-    if node:
-        spec["nodeName"] = node
-    labels = {"koordinator.sh/priority-class": priority}
-    if priority == "koord-batch":
-        labels["koordinator.sh/qosClass"] = "BE"
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": spec,
-    }
+    """A pod of a Koordinator priority class (batch ones BE) whose limits are its requests."""
+    return objects.for_api_server(objects.pod(
+        name, None, None, namespace=namespace, requests=dict(requests), limits=dict(requests), image="fake",
+        node_name=node, scheduler_name=None, labels={"koordinator.sh/priority-class": priority},
+        koord_qos="BE" if priority == "koord-batch" else None,
+    ))  # fmt: skip
 
 
 def threshold_of(plane: ControlPlane, node: str) -> int | None:

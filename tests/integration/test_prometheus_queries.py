@@ -28,6 +28,7 @@ import yaml
 
 from common.api.constants import ANNOTATION_DESCHEDULER_EVICT
 from common.api.quantity import Quantity
+from tests import objects
 from tests.harness.controlplane import REPO_ROOT, ControlPlane
 from tests.harness.processes import Component, free_port, http_ok, wait_until
 from tests.harness.prometheus import PrometheusServer, Target
@@ -59,15 +60,11 @@ def _start(logs: Path, name: str, *args: str) -> Component:
 
 
 def _pod(name: str, namespace: str, cpu: str, *, limit: str | None = None, **spec: Any) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": "100m", "memory": "256Mi"}}
-    if limit is not None:
-        resources["limits"] = {"cpu": limit}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace,
-                         "annotations": {"loadline.io/simulated-cpu": cpu, "loadline.io/simulated-memory": "1Gi",
-                                         **spec.pop("annotations", {})}},
-            "spec": {"tolerations": [{"operator": "Exists"}], **spec,
-                     "containers": [{"name": "c", "image": "demo", "resources": resources}]}}  # fmt: skip
+    """A pod the simulated agent reports using `cpu` (and 1 GiB), tolerating every taint."""
+    annotations = {"loadline.io/simulated-cpu": cpu, "loadline.io/simulated-memory": "1Gi", **spec.pop("annotations", {})}
+    return objects.for_api_server(objects.pod(
+        name, "100m", "256Mi", namespace=namespace, image="demo", annotations=annotations, scheduler_name=None,
+        limits={"cpu": limit} if limit is not None else None, tolerations=[{"operator": "Exists"}], **spec))  # fmt: skip
 
 
 def _configmap(namespace: str, colocation: str) -> dict[str, Any]:

@@ -49,7 +49,7 @@ CGROUP = Path("/sys/fs/cgroup")
 
 
 # ----------------------------------------------------------------------------- helpers
-def pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
+def fetched_pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = cluster.kubectl_json("get", "pod", name, "-n", namespace)
     return result
 
@@ -57,7 +57,7 @@ def pod(cluster: RealCluster, namespace: str, name: str) -> dict[str, Any]:
 def running(cluster: RealCluster, namespace: str, name: str, timeout: float = 60) -> dict[str, Any]:
     cluster.plane.kubectl("wait", "--for=condition=Ready", f"pod/{name}", "-n", namespace, f"--timeout={int(timeout)}s",
                           timeout=timeout + 10)  # fmt: skip
-    return pod(cluster, namespace, name)
+    return fetched_pod(cluster, namespace, name)
 
 
 def memory_bytes(resources: dict[str, Any]) -> float:
@@ -439,7 +439,7 @@ def test_a_batch_pod_is_held_to_its_batch_resources_and_oom_killed_by_its_own_li
         grown = time.monotonic()
 
         def oom_killed() -> dict[str, Any] | None:
-            statuses = pod(real_cluster, workload_ns, "hog")["status"].get("containerStatuses") or [{}]
+            statuses = fetched_pod(real_cluster, workload_ns, "hog")["status"].get("containerStatuses") or [{}]
             return statuses[0].get("state", {}).get("terminated")
 
         terminated = wait_for("the batch pod's job OOM-killed", oom_killed, 60, context=lambda: real_cluster.plane
@@ -451,7 +451,7 @@ def test_a_batch_pod_is_held_to_its_batch_resources_and_oom_killed_by_its_own_li
         assert terminated["reason"] == "OOMKilled"
         assert last and 400 <= last[-1] <= 512, f"killed after holding {last[-1:]} MiB, not at its 512 MiB limit"
 
-    ls_after = pod(real_cluster, workload_ns, "ls")
+    ls_after = fetched_pod(real_cluster, workload_ns, "ls")
     assert cgroup_files(ls_after) == ls_before, "the LS pod's cgroups were changed"
     assert ls_after["status"]["containerStatuses"][0]["restartCount"] == 0
     assert ls_after["status"]["containerStatuses"][0]["ready"] is True
@@ -552,7 +552,7 @@ def test_loadline_scheduler_binds_a_statefulsets_local_volumes_and_the_data_surv
         volume_of_web1 = next(p for p, lines in starts.items() if lines == ["web-1"])
         old_uid = pods["web-1"]["metadata"]["uid"]
         plane.kubectl("delete", "pod", "web-1", "-n", workload_ns, "--wait=true", "--timeout=60s", timeout=70)
-        wait_for("web-1 recreated and Ready", lambda: (p := pod(real_cluster, workload_ns, "web-1"))["metadata"]["uid"]
+        wait_for("web-1 recreated and Ready", lambda: (p := fetched_pod(real_cluster, workload_ns, "web-1"))["metadata"]["uid"]
                  != old_uid and any(c["type"] == "Ready" and c["status"] == "True"
                                     for c in p["status"].get("conditions", [])), 90)  # fmt: skip
         assert (root / volume_of_web1 / "starts").read_text().split() == ["web-1", "web-1"]

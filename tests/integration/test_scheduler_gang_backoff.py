@@ -27,12 +27,12 @@ from tests.integration.scheduler_support import (
     create_pods,
     placements,
     pod,
-    pod_group,
     running_scheduler,
     scheduler_config,
     unique,
     wait_for,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -78,7 +78,7 @@ def test_a_gang_that_can_never_fit_costs_about_no_cpu_with_every_coscheduling_se
             schedulers[setting] = stack.enter_context(running_scheduler(cluster, scheduler_config(profile)))
             for g in range(3):
                 group = f"{setting}-g{g}"
-                api.create(PG_PATH.format(namespace), pod_group(group, namespace, 4, **group_spec))
+                api.create(PG_PATH.format(namespace), pod_group(group, 4, namespace=namespace, **group_spec))
                 create_pods(api, [
                     pod(f"{group}-{i}", namespace, cpu="1500m", memory="1Gi", scheduler=name,
                         labels={PG_LABEL: group}, node_selector={SUITE: suite})

@@ -20,11 +20,11 @@ from tests.integration.scheduler_support import (
     create_pods,
     placements,
     pod,
-    pod_group,
     running_scheduler,
     unique,
     wait_for,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_gang_of_four_waits_for_room_then_binds_together(
     api = Api(cluster)
     with running_scheduler(cluster) as scheduler:
         api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-                   pod_group("job", namespace, 4))
+                   pod_group("job", 4, namespace=namespace))
         create_pods(api, gang("job", namespace, 4, suite))
         assert_nothing_bound_for(api, namespace, 10)
 
@@ -81,7 +81,7 @@ def test_two_gangs_on_room_for_six_end_as_one_bound_and_one_pending(
     api = Api(cluster)
     for name in ("alpha", "beta"):
         api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-                   pod_group(name, namespace, 4))
+                   pod_group(name, 4, namespace=namespace))
     # Both gangs arrive together, interleaved, before the scheduler starts and while it runs.
     create_pods(api, [p for pair in zip(gang("alpha", namespace, 2, suite), gang("beta", namespace, 2, suite),
                                         strict=True) for p in pair])

@@ -26,12 +26,12 @@ from tests.integration.scheduler_support import (
     events_for,
     placements,
     pod,
-    pod_group,
     running_scheduler,
     unique,
     wait_for,
     write_node_metric,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +57,13 @@ def test_malformed_objects_are_logged_once_counted_and_skipped(
     try:
         # Before the scheduler starts: delivered by the initial LIST.
         write_node_metric(api, nodes[0], cpu="-1", memory="1Gi")
-        api.create(PG_PATH.format(namespace), pod_group("broken", namespace, 2, minResources={"cpu": "-2"}))
+        api.create(PG_PATH.format(namespace), pod_group("broken", 2, namespace=namespace, min_resources={"cpu": "-2"}))
         create_pods(api, [pod("bad-affinity", namespace, node_selector=selector, affinity=BAD_AFFINITY)])
         with running_scheduler(cluster) as scheduler:
             # While it runs: delivered by WATCH.
             write_node_metric(api, nodes[1], cpu="500m", memory="2Gi")
             create_pods(api, [pod("bad-affinity-2", namespace, node_selector=selector, affinity=BAD_AFFINITY)])
-            api.create(PG_PATH.format(namespace), pod_group("fine", namespace, 2))
+            api.create(PG_PATH.format(namespace), pod_group("fine", 2, namespace=namespace))
             good = [pod(f"good-{i}", namespace, node_selector=selector) for i in range(8)]
             good += [pod(f"fine-{i}", namespace, node_selector=selector, labels={PG_LABEL: "fine"}) for i in range(2)]
             broken = [pod(f"broken-{i}", namespace, node_selector=selector, labels={PG_LABEL: "broken"}) for i in range(2)]

@@ -24,10 +24,10 @@ from tests.integration.scheduler_support import (
     create_pods,
     placements,
     pod,
-    pod_group,
     running_scheduler,
     wait_for,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -107,7 +107,7 @@ def test_missing_crds_are_logged_once_and_picked_up_when_installed(bare_control_
         plane.kubectl("wait", "--for=condition=Established", "crd", "podgroups.scheduling.sigs.k8s.io",
                       "--timeout=60s")
         api.create("/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/work/podgroups",
-                   pod_group("legacy", "work", 2, group="scheduling.sigs.k8s.io"))
+                   pod_group("legacy", 2, namespace="work", group="scheduling.sigs.k8s.io"))
         create_pods(api, [pod(f"legacy-{i}", "work", labels={"pod-group.scheduling.sigs.k8s.io": "legacy"})
                           for i in range(2)])
         wait_for("the legacy gang to be bound", lambda: bound_count(api, "work") == 3, timeout=60)

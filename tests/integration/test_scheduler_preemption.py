@@ -28,13 +28,13 @@ from tests.integration.scheduler_support import (
     ApiError,
     events_for,
     pod,
-    pod_group,
     running_scheduler,
     scheduler_config,
     unique,
     wait_for,
     write_node_metric,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -262,7 +262,7 @@ def test_a_gang_preempts_for_all_its_members_or_none(cluster: ControlPlane, name
         with running_scheduler(cluster, scheduler_config()):
             for g in groups:
                 api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-                           pod_group(f"{g}-job", namespace, 4))
+                           pod_group(f"{g}-job", 4, namespace=namespace))
                 for i in range(4):
                     member = preemptor(f"{g}-job-{i}", namespace, f"{suite}-{g}", priority_class=f"{suite}-{PROD}",
                                        scheduler="loadline-scheduler", cpu="2")

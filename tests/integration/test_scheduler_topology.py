@@ -24,12 +24,12 @@ from tests.integration.scheduler_support import (
     create_pods,
     placements,
     pod,
-    pod_group,
     running_scheduler,
     scheduler_config,
     unique,
     wait_for,
 )
+from tests.objects import pod_group
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +38,7 @@ FREE = {"l0": 4, "l1": 3, "l2": 2, "l3": 1}
 
 
 def run_job(api: Api, namespace: str, suite: str, name: str, n: int) -> list[str]:
-    api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups", pod_group(name, namespace, n))
+    api.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups", pod_group(name, n, namespace=namespace))
     pods = [
         pod(f"{name}-{i}", namespace, cpu="1500m", memory="1Gi", labels={PG_LABEL: name}, node_selector={SUITE: suite})
         for i in range(n)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests import objects
 from tests.harness.controlplane import ControlPlane, fake_node
 from tests.integration.scheduler_support import SCHEDULER_NAME, Api, ApiError, running_scheduler, scheduler_config
 from tests.storage_objects import (
@@ -68,11 +69,9 @@ class Side:
         return f"{self.prefix}-{name}"
 
     def pod(self, name: str = "p", **spec: Any) -> Obj:
-        obj: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.namespace},
-                    "spec": {"schedulerName": SIDES[self.side], "nodeSelector": {"loadline.test/copy": self.prefix},
-                             "containers": [{"name": "c", "image": "fake",
-                                             "resources": {"requests": {"cpu": "10m"}}}], **spec}}  # fmt: skip
-        return obj
+        return objects.for_api_server(objects.pod(
+            name, "10m", None, namespace=self.namespace, image="fake", scheduler_name=SIDES[self.side],
+            node_selector={"loadline.test/copy": self.prefix}, **spec))  # fmt: skip
 
     def node_labels(self, labels: dict[str, str]) -> dict[str, str]:
         return {"loadline.test/copy": self.prefix, **labels}

@@ -17,7 +17,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from common.api.crdgen.nodeslo import cpu_burst_strategy, resource_qos_strategy, system_strategy
 from common.api.crdgen.schema import (
     Schema,
     _described,
@@ -26,6 +25,7 @@ from common.api.crdgen.schema import (
     condition,
     date_time,
     empty_obj,
+    int_or_string,
     integer,
     map_of,
     obj,
@@ -37,15 +37,10 @@ from common.api.quantity import Quantity
 from common.api.wire import CRD, GoDuration
 
 NONE = CRD()
-# Schemas a field names instead of deriving (`CRD(schema=...)`): upstream types with validation of their own, and
-# the NodeSLO strategies the API model carries verbatim (the manager's config models type them, within these bounds:
-# tests/unit/test_crd_models.py).
+# Schemas a field names instead of deriving (`CRD(schema=...)`): upstream types with validation of their own.
 NAMED_SCHEMAS: dict[str, Callable[[], Schema]] = {
     "metav1.Condition": condition,
     "struct{}": empty_obj,
-    "ResourceQOSStrategy": resource_qos_strategy,
-    "CPUBurstStrategy": cpu_burst_strategy,
-    "SystemStrategy": system_strategy,
 }
 
 
@@ -99,6 +94,8 @@ def _schema(annotation: Any, marker: CRD, description: str | None) -> Schema:
         return _described(NAMED_SCHEMAS[marker.schema](), description)
     annotation, metadata = strip_annotation(annotation)
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType) and set(typing.get_args(annotation)) - {type(None)} == {int, str}:
+        return int_or_string(description, default=marker.default)  # an intstr.IntOrString
     if origin is list:
         (item,) = typing.get_args(annotation)
         inner, inner_metadata = strip_annotation(item)
