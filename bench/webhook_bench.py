@@ -14,7 +14,9 @@ so each creation goes through a mutation (labels, priority class, scheduler, bat
 1. Throughput: `--pods` pods created as fast as `--concurrency` concurrent creators get them through, in each mode
    (without, loadline, koord-manager), interleaved `--rounds` times (the order rotated each round, the same pod
    bodies): the median pods/s of each mode, the ratios to `without` and Loadline's to koord-manager's, and the CPU
-   each process spent per pod.
+   each process spent per pod. Also with pods the webhooks see but the profile does not select (another `tier`):
+   both mutate-pods change nothing; koord-manager's configuration sends them to its validate-pod as well, Loadline's
+   matchConditions let the API server skip that call.
 2. At a rate: `--rate` creations per second for `--seconds` (open loop), each mode, interleaved `--rounds` times:
    the median pods/s achieved, their ratios (target >= 0.9 for Loadline's), and the creators' p50/p99.
 3. The components themselves: each webhook's own latency histogram over the rate runs (Loadline's
@@ -60,7 +62,8 @@ PROFILE = {
     "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
     "metadata": {"name": "bench-batch"},
     "spec": {"namespaceSelector": {"matchLabels": LABELS}, "qosClass": "BE", "priorityClassName": "koord-batch",
-             "schedulerName": "loadline-scheduler", "labels": {"bench": "mutated"}},
+             "selector": {"matchLabels": {"tier": "batch"}}, "schedulerName": "loadline-scheduler",
+             "labels": {"bench": "mutated"}},
 }  # fmt: skip
 LOADLINE, KOORD = "loadline", "koord-manager"
 MODES = ("without", LOADLINE, KOORD)
@@ -70,8 +73,9 @@ HOOKS = {LOADLINE: ("mpod.loadline.dev", "vpod.loadline.dev"), KOORD: ("mpod-cre
 KINDS = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
 
 
-def pod_body(name: str) -> dict[str, Any]:
-    """A pod as a Deployment's template makes it: two containers, requests and limits, env, a volume."""
+def pod_body(name: str, tier: str = "batch") -> dict[str, Any]:
+    """A pod as a Deployment's template makes it: two containers, requests and limits, env, a volume. The profile
+    selects tier "batch"; a pod of another tier is one the webhooks see but that no profile selects."""
     container = {"name": "app", "image": "registry.example.com/app:1.2.3",
                  "env": [{"name": f"SETTING_{i}", "value": f"value-{i}"} for i in range(8)],
                  "resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
@@ -80,12 +84,13 @@ def pod_body(name: str) -> dict[str, Any]:
     sidecar = {"name": "log", "image": "registry.example.com/log:4.5",
                "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}}}  # fmt: skip
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "labels": {"app": "bench", "tier": "batch"},
+            "metadata": {"name": name, "labels": {"app": "bench", "tier": tier},
                          "annotations": {"team": "analytics"}},
             "spec": {"containers": [container, sidecar], "volumes": [{"name": "data", "emptyDir": {}}]}}  # fmt: skip
 
 
-async def create_all(http: KubeHTTP, namespace: str, names: list[str], concurrency: int) -> tuple[float, list[float]]:
+async def create_all(http: KubeHTTP, namespace: str, names: list[str], concurrency: int,
+                     tier: str = "batch") -> tuple[float, list[float]]:  # fmt: skip
     """Create every pod with `concurrency` creators; (seconds, each creation's latency)."""
     queue = iter(names)
     latencies: list[float] = []
@@ -93,7 +98,7 @@ async def create_all(http: KubeHTTP, namespace: str, names: list[str], concurren
     async def creator() -> None:
         for name in queue:
             started = time.perf_counter()
-            await http.create(f"/api/v1/namespaces/{namespace}/pods", pod_body(name))
+            await http.create(f"/api/v1/namespaces/{namespace}/pods", pod_body(name, tier))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -233,8 +238,8 @@ async def fresh_namespace(plane: ControlPlane, prefix: str) -> str:
     return namespace
 
 
-def rotated(round_: int) -> list[str]:
-    return [MODES[(i + round_) % len(MODES)] for i in range(len(MODES))]
+def rotated(round_: int, items: tuple[str, ...] = MODES) -> list[str]:
+    return [items[(i + round_) % len(items)] for i in range(len(items))]
 
 
 def ratios_text(medians: dict[str, float]) -> str:
@@ -274,33 +279,44 @@ async def bench(args: argparse.Namespace) -> int:
         cpu = CPU({"kube-apiserver": plane.apiserver.proc.pid, "etcd": plane.etcd.proc.pid,
                    LOADLINE: manager.process.proc.pid, KOORD: koord.pid, "creators": psutil.Process().pid})  # fmt: skip
 
+        # Throughput cases: the three modes with pods the profile selects, and both webhooks with pods it does not
+        # (tier "web": mutate-pod is called and changes nothing; validate-pod is called by koord-manager's
+        # configuration, while Loadline's matchConditions let the API server skip it).
+        cases = {mode: (mode, "batch") for mode in MODES}
+        cases.update({f"{side} unselected": (side, "web") for side in (LOADLINE, KOORD)})
         print(f"throughput: {args.pods} pods per round, {args.concurrency} concurrent creators, {args.rounds} rounds "
-              f"of {', '.join(MODES)} (order rotated each round); CPU in ms per pod", flush=True)  # fmt: skip
-        rates: dict[str, list[float]] = {mode: [] for mode in MODES}
-        api_cpu: dict[str, list[float]] = {mode: [] for mode in MODES}
+              f"of {', '.join(cases)} (order rotated each round); CPU in ms per pod", flush=True)  # fmt: skip
+        rates: dict[str, list[float]] = {case: [] for case in cases}
+        api_cpu: dict[str, list[float]] = {case: [] for case in cases}
         busy: list[float] = []
         for round_ in range(args.rounds):
-            for mode in rotated(round_):
+            for case in rotated(round_, tuple(cases)):
+                mode, tier = cases[case]
                 await switch_to(plane, http, mode, snapshots, probe)
-                namespace = await fresh_namespace(plane, f"bench-{mode}-{round_}")
+                namespace = await fresh_namespace(plane, f"bench-{mode}-{tier}-{round_}")
                 names = [f"p-{i}" for i in range(args.pods)]
                 cpu_before = cpu.sample()
-                seconds, latencies = await create_all(http, namespace, names, args.concurrency)
+                seconds, latencies = await create_all(http, namespace, names, args.concurrency, tier)
                 cpu_after = cpu.sample()
                 mutated = await http.get(f"/api/v1/namespaces/{namespace}/pods", labelSelector="bench=mutated", limit=1)
-                assert bool(mutated.get("items")) is (mode != "without"), f"{mode}: mutated {mutated.get('items')}"
+                expected = mode != "without" and tier == "batch"
+                assert bool(mutated.get("items")) is expected, f"{case}: mutated {mutated.get('items')}"
                 per_pod = CPU.per_pod(cpu_before, cpu_after, args.pods)
-                rates[mode].append(args.pods / seconds)
-                api_cpu[mode].append(per_pod["kube-apiserver"])
+                rates[case].append(args.pods / seconds)
+                api_cpu[case].append(per_pod["kube-apiserver"])
                 busy.append(CPU.busy(cpu_before, cpu_after, seconds))
-                print(f"  round {round_ + 1} {mode:>13}: {args.pods / seconds:6.1f} pods/s (p50 "
+                print(f"  round {round_ + 1} {case:>24}: {args.pods / seconds:6.1f} pods/s (p50 "
                       f"{1000 * quantile(latencies, 0.5):.1f} ms, p99 {1000 * quantile(latencies, 0.99):.1f} ms); "
                       f"machine {100 * busy[-1]:.0f} % busy; {load()}; CPU {per_pod_text(per_pod)}",
                       flush=True)  # fmt: skip
-        medians = {mode: statistics.median(rates[mode]) for mode in MODES}
+        medians = {case: statistics.median(rates[case]) for case in cases}
         print(f"throughput medians: {ratios_text(medians)}")
+        print(f"  pods no profile selects: {LOADLINE} {medians[LOADLINE + ' unselected']:.1f}, {KOORD} "
+              f"{medians[KOORD + ' unselected']:.1f} pods/s: {LOADLINE}/without "
+              f"{medians[LOADLINE + ' unselected'] / medians['without']:.3f}, {KOORD}/without "
+              f"{medians[KOORD + ' unselected'] / medians['without']:.3f}")  # fmt: skip
         print("kube-apiserver CPU ms per pod (median): " + ", ".join(
-            f"{mode} {statistics.median(api_cpu[mode]):.2f}" for mode in MODES))  # fmt: skip
+            f"{case} {statistics.median(api_cpu[case]):.2f}" for case in cases))  # fmt: skip
 
         print(f"\nat a rate: {args.rate:g} creations/s for {args.seconds:g} s, open loop, {args.rounds} rounds",
               flush=True)  # fmt: skip
