@@ -26,6 +26,10 @@ so each creation goes through a mutation (labels, priority class, scheduler, bat
    <= 5 ms at 200 creations/s), the API server's view (`apiserver_admission_webhook_admission_duration_seconds`:
    the share of calls under 5 ms and 25 ms, its finest buckets), and each webhook process' CPU per admission.
 
+`--profile-apiserver SECONDS` instead: a CPU profile of kube-apiserver (its /debug/pprof) over SECONDS of
+`--concurrency` creators in each mode, and where its CPU per pod goes (`go tool pprof`): the mutating and the
+validating call, the matchConditions, the JSON Patch applied, TLS writes, garbage collection.
+
 The creators, the API server, etcd and both webhooks share the machine: with 2 cores the API server's CPU is the
 bound (it says so when the machine was saturated), and then the absolute ratio is the share of the per-pod CPU the
 two webhook calls add to the API server, not the webhook's speed. Load averages are printed beside every round.
@@ -53,6 +57,7 @@ import psutil
 
 from common.api.constants import ANNOTATION_COLOCATION_PROFILE
 from common.kube.http import KubeError, KubeHTTP
+from tests.harness.build import go_binary
 from tests.harness.controlplane import ControlPlane
 from tests.harness.koordinator import start_koord_manager_webhook
 from tests.harness.webhook import configurations, metric_value, webhook_manager
@@ -249,8 +254,76 @@ def ratios_text(medians: dict[str, float]) -> str:
             f"{LOADLINE}/{KOORD} {medians[LOADLINE] / medians[KOORD]:.3f}")  # fmt: skip
 
 
+# Where kube-apiserver's CPU per pod goes: a label and the function whose cumulative time it is (pprof's names).
+APISERVER_PARTS = {
+    "mutating call": "mutating.(*mutatingDispatcher).Dispatch",
+    "validating call": "validating.(*validatingDispatcher).Dispatch.func1",
+    "matchConditions": "matchconditions.(*matcher).Match",
+    "JSON Patch applied": "json-patch%2ev4.Patch.Apply",
+    "TLS writes": "crypto/tls.(*Conn).Write",
+    "garbage collection": "runtime.gcBgMarkWorker",
+}
+
+
+def pprof_seconds(text: str) -> dict[str, float]:
+    """`go tool pprof -top -cum` output: "total" and each APISERVER_PARTS' cumulative CPU seconds."""
+
+    def seconds(value: str) -> float:
+        return float(value[:-2]) / 1000 if value.endswith("ms") else float(value.rstrip("s"))
+
+    found = {"total": seconds(text.split("Total samples = ", 1)[1].split(maxsplit=1)[0])}
+    for line in text.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) == 6:
+            name = fields[5].removesuffix(" (inline)")
+            for part, function in APISERVER_PARTS.items():
+                if name.endswith(function) and part not in found:
+                    found[part] = seconds(fields[3])
+    return found
+
+
+async def create_for(http: KubeHTTP, namespace: str, seconds: float, concurrency: int) -> int:
+    """`concurrency` creators for `seconds`; the pods created."""
+    end, created = time.perf_counter() + seconds, 0
+
+    async def creator(k: int) -> None:
+        nonlocal created
+        i = 0
+        while time.perf_counter() < end:
+            await http.create(f"/api/v1/namespaces/{namespace}/pods", pod_body(f"c{k}-{i}"))
+            i, created = i + 1, created + 1
+
+    await asyncio.gather(*(creator(k) for k in range(concurrency)))
+    return created
+
+
+async def profile_apiserver(plane: ControlPlane, http: KubeHTTP, snapshots: dict[str, list[dict[str, Any]]],
+                            probe: str, args: argparse.Namespace) -> None:  # fmt: skip
+    print(f"kube-apiserver CPU profile: {args.profile_apiserver:g} s of {args.concurrency} creators per mode; "
+          "ms of its CPU per pod", flush=True)  # fmt: skip
+    for mode in MODES:
+        await switch_to(plane, http, mode, snapshots, probe)
+        namespace = await fresh_namespace(plane, f"profile-{mode}")
+        out = plane.root / f"apiserver-{mode}.pprof"
+        profiler = await asyncio.create_subprocess_exec(
+            str(plane.binary("kubectl")), f"--kubeconfig={plane.kubeconfig}", "get", "--raw",
+            f"/debug/pprof/profile?seconds={args.profile_apiserver + 2:g}", stdout=asyncio.subprocess.PIPE)  # fmt: skip
+        await asyncio.sleep(1)
+        created = await create_for(http, namespace, args.profile_apiserver, args.concurrency)
+        profile, _ = await asyncio.wait_for(profiler.communicate(), args.profile_apiserver + 60)
+        out.write_bytes(profile)
+        pprof = await asyncio.create_subprocess_exec(go_binary(), "tool", "pprof", "-top", "-cum", "-nodecount=3000",
+                                                     str(out), stdout=asyncio.subprocess.PIPE,
+                                                     stderr=asyncio.subprocess.DEVNULL)  # fmt: skip
+        top, _ = await pprof.communicate()
+        parts = pprof_seconds(top.decode())
+        print(f"  {mode:>13}: {created} pods, {created / args.profile_apiserver:.1f} pods/s; {load()}; "
+              + ", ".join(f"{part} {1000 * cpu / max(created, 1):.2f}" for part, cpu in parts.items()),
+              flush=True)  # fmt: skip
+
+
 async def bench(args: argparse.Namespace) -> int:
-    plane = ControlPlane.start()
+    plane = ControlPlane.start(profiling=args.profile_apiserver > 0)
     manager = None
     http: KubeHTTP | None = None
     try:
@@ -276,6 +349,9 @@ async def bench(args: argparse.Namespace) -> int:
         koord = start_koord_manager_webhook(plane, {"matchLabels": LABELS}, name=CONFIG[KOORD], timeout_seconds=10)
         snapshots[KOORD] = snapshot(plane, CONFIG[KOORD])
         assert manager.process.proc is not None and plane.apiserver.proc is not None and plane.etcd.proc is not None
+        if args.profile_apiserver > 0:
+            await profile_apiserver(plane, http, snapshots, probe, args)
+            return 0
         cpu = CPU({"kube-apiserver": plane.apiserver.proc.pid, "etcd": plane.etcd.proc.pid,
                    LOADLINE: manager.process.proc.pid, KOORD: koord.pid, "creators": psutil.Process().pid})  # fmt: skip
 
@@ -434,6 +510,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each mode (default %(default)s)")
     parser.add_argument("--rate", type=float, default=200, help="open-loop creations per second (default %(default)s)")
     parser.add_argument("--seconds", type=float, default=10, help="open-loop duration (default %(default)s)")
+    parser.add_argument("--profile-apiserver", type=float, default=0, metavar="SECONDS",
+                        help="instead: profile kube-apiserver's CPU for SECONDS per mode (needs go)")  # fmt: skip
     return asyncio.run(bench(parser.parse_args()))
 
 
