@@ -47,7 +47,7 @@ image: $(INSTALL_STAMP)
 lint: $(INSTALL_STAMP)
 	@echo "==> [lint] ruff"
 	@$(PY) -m ruff check .
-	@echo "==> [lint] mypy (strict) on common, agent, manager, scheduler_plugin"
+	@echo "==> [lint] mypy (strict) on common, agent, manager, scheduler_plugin and the test harness"
 	@$(PY) -m mypy
 	@echo "==> [lint] deploy/crds matches its generator"
 	@$(PY) -m common.api.crdgen --check

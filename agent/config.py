@@ -9,7 +9,9 @@ the agent at start with the field named (exit status 2).
 Intervals and windows have Koordinator's defaults (collect 1 s, report 60 s, nodeUsage over 300 s,
 windows 5m/10m/30m) but no minimum of their own, so tests and demos can run on seconds. Values that come
 from a NodeMetric's `spec.metricCollectPolicy` are clamped as koordlet clamps them (aggregate >= 60 s,
-report >= 30 s; `spec_min_*` below).
+report >= 30 s; `spec_min_*` below). Windows and the aggregate duration are bounded as the manager bounds
+colocation-config's (`common/api/nodemetric.py`: at most 3,600 s each, 8 windows): the ring keeps a sample per
+collect interval for the longest.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from agent.collectors.cgroups import PsiScope
 from agent.qos.batch_resource import IsolationMode
-from common.api.nodemetric import NodeMemoryCollectPolicy
+from common.api.nodemetric import NodeMemoryCollectPolicy, check_aggregate_seconds, check_aggregate_windows
 from common.api.quantity import Quantity
 from common.api.wire import GoDuration
 from common.config import ConfigError, load_settings
@@ -104,11 +106,23 @@ class AgentSettings(BaseModel):
         "window is aggregated again once 1/20 of it is new samples (5m every 15 s, 10m every 30 s, 30m every 90 s)",
     )
 
+    pod_window_metrics: bool = Field(
+        False,
+        description="export each pod's window series on /metrics (avg p50 p90 p95 p99 of CPU, memory and "
+        "throttling per window: 60 series a pod); off: node and system windows only, pods as raw counters "
+        "(cAdvisor's shape), so a 5,000-node Prometheus can scrape every agent (docs/monitoring.md)",
+    )
+
     # --- collectors
     proc_root: Path = Field(Path("/proc"), description="procfs of the host")
     sys_root: Path = Field(Path("/sys"), description="sysfs of the host (InfiniBand, netdevs)")
     cgroup_root: Path = Field(Path("/sys/fs/cgroup"), description="cgroup mount of the host")
     cgroup_parent: str = Field("", description="kubelet --cgroup-root below the cgroup mount")
+    pod_logs_dir: Path = Field(
+        Path("/var/log/pods"),
+        description="no API server (--once, standalone without the kubelet's pod list): pods are named by the "
+        "kubelet's pod log directories here (<namespace>_<name>_<uid>), else by their UID",
+    )
     collectors: Annotated[list[str] | None, BeforeValidator(_list)] = Field(
         None, description="collectors to run, comma separated (unset: those enabled by default)"
     )
@@ -219,7 +233,15 @@ class AgentSettings(BaseModel):
     def _windows(cls, value: list[float]) -> list[float]:
         if not value:
             raise ValueError("at least one window is needed")
-        return sorted(set(value))
+        windows = sorted(set(value))
+        check_aggregate_windows(windows)  # the bounds the manager holds colocation-config to (issue 29)
+        return windows
+
+    @field_validator("aggregate_duration_seconds")
+    @classmethod
+    def _aggregate_duration(cls, value: float) -> float:
+        check_aggregate_seconds(value)
+        return value
 
     @field_validator("collectors")
     @classmethod

@@ -11,7 +11,8 @@ Names follow Prometheus conventions: base units (`_seconds`, `_bytes`, cores for
   `loadline_container_memory_working_set_bytes`, Koordinator's anon-only `loadline_container_memory_anon_usage_bytes`,
   `loadline_container_pressure_{cpu,memory,io}_{waiting,stalled}_seconds_total`. Device series keep their
   collector's name under the prefix (`loadline_node_infiniband_*`, ...) with a `device` label.
-- Window aggregates, node, system and pod level only (containers stay raw, so cardinality stays bounded):
+- Window aggregates, node and system level (and pod level with `--pod-window-metrics`, off by default: 60 lines a
+  pod, most of a busy node's scrape; containers stay raw, so cardinality stays bounded):
   percentiles as `loadline_<series>_window_<unit>{window="5m0s",quantile="0.95"}` and the window average
   as `loadline_<series>_window_avg_<unit>{window="5m0s"}`. The percentile families are declared as
   `summary`: `promtool check metrics` rejects a `quantile` label on any other type, and a summary is
@@ -298,19 +299,22 @@ class _SeriesPlan:
     rows: Mapping[Hashable, int]  # compared by identity: `aggregate` keeps the object while the rows stay
     pods: Mapping[str, PodIdentity]
     series: list[tuple[int, str, str, str, str]]
+    pod_windows: bool  # pod-level series included (`ReportPolicy.pod_windows`)
 
     @classmethod
-    def build(cls, rows: Mapping[Hashable, int], pods: Mapping[str, PodIdentity], node: str) -> _SeriesPlan:
+    def build(
+        cls, rows: Mapping[Hashable, int], pods: Mapping[str, PodIdentity], node: str, *, pod_windows: bool
+    ) -> _SeriesPlan:
         series = []
         for key, row in rows.items():
-            if not isinstance(key, SeriesKey) or not wants_window_quantiles(key):
+            if not isinstance(key, SeriesKey) or not wants_window_quantiles(key, pods=pod_windows):
                 continue
             pod = _identity(pods, key.pod) if key.pod else NO_POD
             if pod is None:
                 continue  # a pod we no longer know: its series are about to expire
             text = _label_text(key, node, pod, container=False)
             series.append((row, text + "," if text else "", *window_names(key), key.metric))
-        return cls(rows, pods, series)
+        return cls(rows, pods, series, pod_windows)
 
 
 class WindowText:
@@ -332,8 +336,9 @@ class WindowText:
             if agg is None:
                 continue
             plan = self._plans.get(inp.node)
-            if plan is None or plan.rows is not agg.rows or plan.pods != inp.pods:
-                plan = _SeriesPlan.build(agg.rows, inp.pods, inp.node)
+            pod_windows = agg.policy.pod_windows
+            if plan is None or plan.rows is not agg.rows or plan.pods != inp.pods or plan.pod_windows != pod_windows:
+                plan = _SeriesPlan.build(agg.rows, inp.pods, inp.node, pod_windows=pod_windows)
             plans[inp.node] = plan
             for duration in agg.policy.windows:
                 stats = agg.windows[duration]

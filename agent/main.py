@@ -42,6 +42,7 @@ if typing.TYPE_CHECKING:
     from agent.publisher import NodeMetricCache, NodeMetricPublisher
     from agent.qos.enforcer import QoSEnforcer
     from common.kube.http import KubeHTTP
+    from common.kube.reflector import Reflector
 from common.logging import setup_logging
 
 log = logging.getLogger("loadline.agent")
@@ -81,7 +82,7 @@ class NodeAgent(AgentProcess):
         s = self.settings
         pods: PodWatch | LocalPods
         if self.standalone:
-            discovery = CgroupPodDiscovery(s.cgroup_root, s.cgroup_parent)
+            discovery = CgroupPodDiscovery(s.cgroup_root, s.cgroup_parent, pod_logs_dir=s.pod_logs_dir)
             pods = self.local_pods = LocalPods(discovery, s.kubelet_url)
             http = None
         else:
@@ -157,6 +158,40 @@ class NodeAgent(AgentProcess):
             self.spawn(self.qos.run(), "qos enforcement")
         if pipeline.prediction is not None:
             self.spawn(pipeline.prediction.run(lambda: pipeline.sampler.ring), "peak prediction")
+
+    def watches(self) -> list[Reflector]:
+        """The agent's list-watches: its node's pods, its NodeMetric, the QoS enforcer's Node and NodeSLO (and its
+        own pod watch when it has one)."""
+        found: list[Reflector] = []
+        if (podwatch := getattr(self, "podwatch", None)) is not None:
+            found.append(podwatch.reflector)
+        if self.cache is not None:
+            found.append(self.cache.reflector)
+        if self.qos is not None:
+            found.extend(self.qos.watches())
+        return found
+
+    def _stalled_watch(self, liveness: bool) -> str | None:
+        watches = self.watches()
+        if not watches:  # standalone: no API server, and no API client loaded (aiohttp)
+            return None
+        from common.kube.reflector import LIVENESS_STALL_SECONDS, STALL_SECONDS, stalled_watch
+
+        return stalled_watch(watches, LIVENESS_STALL_SECONDS if liveness else STALL_SECONDS)
+
+    def healthy(self) -> tuple[bool, str]:
+        """Also fails while a watch makes no progress for LIVENESS_STALL_SECONDS, as the manager's (issue 29): the
+        agent would enforce QoS and report pods from a stale view; a restart gets a fresh connection."""
+        ok, why = super().healthy()
+        if ok and (problem := self._stalled_watch(liveness=True)) is not None:
+            return False, problem
+        return ok, why
+
+    def ready(self) -> tuple[bool, str]:
+        """Also fails while a watch makes no progress for STALL_SECONDS (common/kube/reflector.py)."""
+        if (problem := self._stalled_watch(liveness=False)) is not None:
+            return False, problem
+        return super().ready()
 
     async def _status_view(self) -> dict[str, Any]:
         assert self.pipeline is not None

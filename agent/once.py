@@ -66,7 +66,7 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
     err = err or sys.stderr
     settings = fitted(settings)
     node = settings.node_name or local_node_name()
-    discovery = CgroupPodDiscovery(settings.cgroup_root, settings.cgroup_parent)
+    discovery = CgroupPodDiscovery(settings.cgroup_root, settings.cgroup_parent, pod_logs_dir=settings.pod_logs_dir)
     collectors = build_collectors(collector_context(settings, discovery.pods), settings.collectors)
     pipeline = NodePipeline.from_settings(node, collectors, settings, discovery.infos)
     sampler = pipeline.sampler
@@ -98,6 +98,11 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
             err.write(f"collector {st.name} failed: {st.last_error}\n")
     latest = sampler.latest
     if settings.once_output == "yaml":
+        # A pod with no namespace was named by its UID only (no pod log directory): a NodeMetric entry needs both
+        # (common/api/nodemetric_digest.py), so it is listed in a comment, not in podsMetric.
+        unnamed = [p for p in status.pods_metric or [] if not p.namespace]
+        if unnamed:
+            status = status.model_copy(update={"pods_metric": [p for p in status.pods_metric or [] if p.namespace]})
         metric = NodeMetric(metadata=ObjectMeta(name=node), status=status)
         out.write(f"# NodeMetric that `loadline agent` would publish for {node}, from {sampled:.1f}s of samples.\n")
         if cold:
@@ -105,6 +110,12 @@ async def run_once(settings: AgentSettings, out: IO[str] | None = None, err: IO[
             out.write(
                 f"# Windows {names} are cold (less than half covered), so their aggregates are {{}} as on a "
                 f"freshly\n# started agent; e.g. `--once-seconds 20 --windows 10s,30s` shows percentiles.\n"
+            )
+        if unnamed:
+            uids = ", ".join(str(p.name) for p in unnamed)
+            out.write(
+                f"# {len(unnamed)} pod(s) found in the cgroup tree have no pod log directory under "
+                f"{settings.pod_logs_dir} to name them, so podsMetric leaves them out: {uids}\n"
             )
         import yaml
 

@@ -49,6 +49,7 @@ def base_policy(settings: AgentSettings) -> ReportPolicy:
         report_interval_seconds=settings.report_interval_seconds,
         windows=tuple(settings.aggregate_windows),
         node_memory_collect_policy=settings.node_memory_collect_policy,
+        pod_windows=settings.pod_window_metrics,
     )
 
 

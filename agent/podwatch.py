@@ -7,7 +7,8 @@
   phase are left out: their cgroups are gone.
 - `PodIndex`: the same for many nodes at once (the simulator watches every bound pod and groups by node).
 - `CgroupPodDiscovery`: no API server at all (`--once`, standalone): pods found in this machine's kubepods
-  cgroup tree (watched with inotify, else listed every few seconds), named by their UID.
+  cgroup tree (watched with inotify, else listed every few seconds), named by the kubelet's pod log directories
+  (`<namespace>_<name>_<uid>`), else by their UID.
 - `LocalPods`: the standalone agent's pods: the cgroup tree's, named by the kubelet's pod list when it answers.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.collectors.cgroup_layout import CgroupDriver, CgroupLayout, detect_layout
-from agent.collectors.pods import ContainerRef, PodRef
+from agent.collectors.pods import ContainerRef, PodRef, valid_pod_uid
 from agent.inotify import DirectoryWatch
 from agent.report import PodIdentity
 from common.api.pod import KubeQoSClass
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("loadline.agent.pods")
 
 PODS_PATH = "/api/v1/pods"
+MAX_POD_LOG_DIRS = 4096  # entries read from the pod logs directory: ~10x kubelet's largest maxPods (the rest: UIDs)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 def pod_ref(pod: Mapping[str, Any], digest: PodDigest | None = None) -> PodRef | None:
@@ -222,7 +224,9 @@ of a core at this period; a full listing would be ~13 ms."""
 class CgroupPodDiscovery:
     """Pods and containers found in the kubepods cgroup tree (for the agent without an API server).
 
-    Names are unknown there: a pod is named by its UID and a container by the first 12 digits of its ID.
+    The tree holds no names: a pod is named by its directory under the kubelet's pod logs directory when there is
+    one (`<namespace>_<name>_<uid>`, kubelet's pkg/kubelet/kuberuntime/helpers.go BuildPodLogsDirectory; none of
+    the three parts can hold an `_`), else by its UID with no namespace; a container by the first 12 digits of its ID.
 
     The tier directories and each pod's directory are watched with inotify (`DirectoryWatch`), so the tree is
     listed again only where a cgroup came or went (at most once per call), and in a staggered round every
@@ -238,10 +242,13 @@ class CgroupPodDiscovery:
         refresh_seconds: float = 5.0,
         container_rescan_rounds: int = 6,
         watch_factory: Callable[[], DirectoryWatch] | None = DirectoryWatch,
+        pod_logs_dir: Path | None = None,
     ) -> None:
         """Polled, pods are looked for every `refresh_seconds`; the containers of a known pod every
-        `container_rescan_rounds` refreshes (staggered), those of a new pod at once. `watch_factory` None: polled."""
+        `container_rescan_rounds` refreshes (staggered), those of a new pod at once. `watch_factory` None: polled.
+        `pod_logs_dir` None: pods are named by their UID only."""
         self.root = Path(cgroup_root)
+        self.pod_logs_dir = pod_logs_dir
         self.parent = cgroup_parent
         self.refresh_seconds = refresh_seconds
         self.container_rescan_rounds = container_rescan_rounds
@@ -370,14 +377,31 @@ class CgroupPodDiscovery:
         pods = self.pods()
         if self._infos is not None and self._infos[0] is pods:
             return self._infos[1]
+        names = pod_log_names(self.pod_logs_dir) if self.pod_logs_dir is not None and pods else {}
         out = {}
         for ref in pods:
-            kube_qos = str(ref.qos)
-            out[ref.uid] = PodIdentity.from_pod(
-                {"metadata": {"uid": ref.uid, "name": ref.name}, "status": {"qosClass": kube_qos}}
-            )
+            namespace, name = names.get(ref.uid, ("", ref.name))
+            meta = {"uid": ref.uid, "name": name} | ({"namespace": namespace} if namespace else {})
+            out[ref.uid] = PodIdentity.from_pod({"metadata": meta, "status": {"qosClass": str(ref.qos)}})
         self._infos = (pods, out)
         return out
+
+
+def pod_log_names(pod_logs_dir: Path) -> dict[str, tuple[str, str]]:
+    """UID -> (namespace, name) from the kubelet's pod log directories; {} when there are none or they cannot be
+    read (the pods keep their UIDs). Entries that are not `<namespace>_<name>_<uid>` are passed over."""
+    out: dict[str, tuple[str, str]] = {}
+    try:
+        with os.scandir(pod_logs_dir) as entries:
+            for i, entry in enumerate(entries):
+                if i >= MAX_POD_LOG_DIRS:
+                    break
+                parts = entry.name.split("_")
+                if len(parts) == 3 and all(parts) and valid_pod_uid(parts[2]):
+                    out[parts[2]] = (parts[0], parts[1])
+    except OSError:
+        return {}
+    return out
 
 
 def _listdir(path: str) -> list[str]:

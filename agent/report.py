@@ -98,9 +98,12 @@ QUANTILE_METRICS = frozenset(
 )
 
 
-def wants_window_quantiles(key: Hashable) -> bool:
-    """Node, system and pod-level series we report, and every device series; never containers."""
-    if not isinstance(key, SeriesKey) or key.container:
+def wants_window_quantiles(key: Hashable, *, pods: bool = True) -> bool:
+    """Node, system and (with `pods`) pod-level series we report, and every device series; never containers.
+
+    Pod-level percentiles are read by /metrics only (a pod's NodeMetric entry is its average over the aggregate
+    duration), so an agent that does not export them (`ReportPolicy.pod_windows` off) does not compute them."""
+    if not isinstance(key, SeriesKey) or key.container or (key.pod and not pods):
         return False
     return bool(key.device) or key.metric in QUANTILE_METRICS
 
@@ -114,6 +117,10 @@ class ReportPolicy:
     report_interval_seconds: float = 60.0
     windows: tuple[float, ...] = (300.0, 600.0, 1800.0)  # ascending
     node_memory_collect_policy: NodeMemoryCollectPolicy = NodeMemoryCollectPolicy.USAGE_WITHOUT_PAGE_CACHE
+    # Per-pod window series (percentiles and averages) on /metrics: 60 lines a pod with the default windows, 71 % of
+    # a 300-pod scrape's series; off by default (--pod-window-metrics, docs/monitoring.md "Cardinality"). Not in the
+    # NodeMetric's spec: a setting of the agent.
+    pod_windows: bool = False
 
     def __post_init__(self) -> None:
         if not self.windows:
@@ -129,7 +136,8 @@ class ReportPolicy:
         windows = ",".join(GoDuration.from_seconds(w).canonical() for w in self.windows)
         return (
             f"aggregate={self.aggregate_duration_seconds:g}s report={self.report_interval_seconds:g}s "
-            f"windows={windows} memory={self.node_memory_collect_policy.value}"
+            f"windows={windows} memory={self.node_memory_collect_policy.value} "
+            f"pod-window-metrics={'on' if self.pod_windows else 'off'}"
         )
 
 
@@ -259,6 +267,9 @@ def aggregate(
     started = time.perf_counter()
     rows = ring.rows()
     carried: dict[float, tuple[WindowStats, float]] = {}
+    wants = wants_window_quantiles if policy.pod_windows else _node_window_quantiles
+    if previous is not None and previous.policy.pod_windows != policy.pod_windows:
+        previous = None  # its windows lack (or carry) the pods' percentiles: nothing to carry over
     if previous is not None and previous.policy.windows == policy.windows:
         if rows == previous.rows:
             rows = previous.rows  # the same object: renderers key their cached text on it
@@ -270,7 +281,7 @@ def aggregate(
             if not window_due(duration, at, now):
                 carried[duration] = (_without_rows(previous.windows[duration], moved), at)
     due = [d for d in policy.windows if d not in carried]
-    report = build_report(ring, now, due, wants_quantiles=wants_window_quantiles, executor=executor, rows=rows)
+    report = build_report(ring, now, due, wants_quantiles=wants, executor=executor, rows=rows)
     average = average_window(ring, now, policy.aggregate_duration_seconds)
     windows = {d: carried[d][0] if d in carried else report.windows[d] for d in policy.windows}
     return Aggregates(
@@ -282,6 +293,10 @@ def aggregate(
         duration_seconds=time.perf_counter() - started,
         computed_at={d: carried[d][1] if d in carried else now for d in policy.windows},
     )
+
+
+def _node_window_quantiles(key: Hashable) -> bool:
+    return wants_window_quantiles(key, pods=False)
 
 
 def _without_rows(stats: WindowStats, rows: Sequence[int]) -> WindowStats:

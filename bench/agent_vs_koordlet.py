@@ -29,6 +29,7 @@ import json
 import statistics
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +39,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.agent_scrape_bench import tally
 from tests.harness.image import ensure_image
 from tests.integration.koordlet_beside import (
     KoordletBeside,
@@ -49,7 +51,7 @@ from tests.integration.koordlet_beside import (
     compare,
     paired_readings,
 )
-from tests.integration.realnode_cluster import burner_pod, start_real_cluster, stop_real_cluster
+from tests.integration.realnode_cluster import RealCluster, burner_pod, start_real_cluster, stop_real_cluster
 
 MIB = 1 << 20
 WINDOWS = ("5m0s", "10m0s", "30m0s")
@@ -144,6 +146,7 @@ def main() -> int:
                     samples.append((time.time(), agent.rss_bytes(), agent.cpu_seconds(), koordlet.rss_bytes(),
                                     koordlet.cpu_seconds()))  # fmt: skip
                 say(f"  {(time.time() - started) / 60:5.1f} min: {len(pairs)} koordlet reports paired")
+            report += scrape_sizes(cluster)
             report += footprint(samples, args)
             report += nodemetrics(pairs, started)
             report += reclaimable(pairs, started)
@@ -159,6 +162,31 @@ def main() -> int:
     if args.out:
         args.out.write_text(text)
     return 0
+
+
+def scrape_sizes(cluster: RealCluster) -> list[str]:
+    """One scrape each of the agent pod's /metrics (chart defaults) and the kubelet's cAdvisor endpoint on the same
+    node and pods (through the API server's node proxy): series and bytes (bench/agent_scrape_bench.py counts)."""
+    lines = ["/metrics of the node, one scrape each (series = sample lines):"]
+    texts = {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{cluster.agent_port}/metrics", timeout=30) as answer:
+            texts["agent pod"] = answer.read().decode()
+    except OSError as exc:
+        lines.append(f"  agent pod: not scraped ({exc})")
+    cadvisor = f"/api/v1/nodes/{cluster.node.name}/proxy/metrics/cadvisor"
+    raw = cluster.plane.kubectl("get", "--raw", cadvisor, check=False)
+    if raw.returncode == 0:
+        texts["kubelet /metrics/cadvisor"] = raw.stdout
+    else:
+        lines.append(f"  kubelet /metrics/cadvisor: not scraped ({raw.stderr.strip()})")
+    for name, text in texts.items():
+        series, _ = tally(text)
+        families = len({line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE ")})
+        kinds = ", ".join(f"{kind} {series[kind]:,}" for kind in series)
+        lines.append(f"  {name:26s} {sum(series.values()):6,} series in {families} families, "
+                     f"{len(text.encode()) / 1e6:5.2f} MB ({kinds})")  # fmt: skip
+    return [*lines, ""]
 
 
 def footprint(samples: list[tuple[float, int, float, int, float]], args: argparse.Namespace) -> list[str]:

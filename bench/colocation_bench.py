@@ -15,9 +15,12 @@ throughout:
   2  LS + batch on requests, no Loadline: `--batch-pods` burners requesting ordinary cpu/memory, sized to the node's
      free requests, placed by kube-scheduler; no CPU limit (requests only, as batch jobs are usually run), memory
      limit = request. They burst into idle CPU with CFS weights proportional to their requests.
-  3  LS + batch on Loadline's batch resources, enforcement off (`agent.qosEnforcement=false`): burners requesting
-     `kubernetes.io/batch-cpu`/`batch-memory` filling 90 % of what the manager computed at that moment, placed by
-     loadline-scheduler. They are BestEffort to the kubelet: cpu.shares 2, nothing else holds them.
+  3  LS + batch on Loadline's batch resources, enforcement off (`agent.qosEnforcement=false`): burners asking for
+     plain cpu/memory (requests = limits) filling 90 % of the batch resources the manager computed at that moment;
+     the ClusterColocationProfile BATCH_PROFILE (selecting them by label, as a user's profile selects a batch
+     namespace or operator label) turns them into koord-batch pods on `kubernetes.io/batch-cpu`/`batch-memory`
+     (checked on the created pods), placed by loadline-scheduler. They are BestEffort to the kubelet: cpu.shares 2,
+     nothing else holds them.
   4  The same with Loadline enforcing: batch isolation (each pod's cgroups from its batch resources), BE CPU
      suppression (`--suppress-percent`, cfsQuota policy: the only one that acts on a 2-CPU node, whose cpuset policy
      keeps at least 2 CPUs; under it the batch pods' own quotas are lifted, as koordlet does) and BE memory eviction.
@@ -74,6 +77,15 @@ RESULTS = Path(__file__).resolve().parent / "results"
 CGROUP = Path("/sys/fs/cgroup")
 MiB = 1024**2
 BENCH_NS = "colocation-bench"
+BATCH_LABEL = {"loadline.io/bench-role": "batch"}
+# The burners of (3) and (4) are written as any batch job is (cpu and memory, no colocation field); this profile makes
+# them batch pods (docs/colocation-profile.md), as the demo's profile does for its namespace.
+BATCH_PROFILE: dict[str, Any] = {
+    "apiVersion": "config.koordinator.sh/v1alpha1", "kind": "ClusterColocationProfile",
+    "metadata": {"name": "colocation-bench-batch"},
+    "spec": {"selector": {"matchLabels": BATCH_LABEL}, "qosClass": "BE", "priorityClassName": "koord-batch",
+             "schedulerName": "loadline-scheduler"},
+}  # fmt: skip
 CONFIGS = {
     1: "LS alone",
     2: "LS + batch on requests (no Loadline)",
@@ -207,7 +219,7 @@ def burner_pods(config: int, count: int, image: str, counts: Path, *, mib: int, 
     pods = []
     for i in range(count):
         name = f"burner-{config}-{i}"
-        labels = {"app": "burner", "koordinator.sh/qosClass": "BE"} if batch else {"app": "burner"}
+        labels = {"app": "burner"} | (BATCH_LABEL if batch else {})
         spec: dict[str, Any] = {
             "terminationGracePeriodSeconds": 0,
             "nodeSelector": {REAL_NODE_LABEL: "true"},
@@ -220,11 +232,23 @@ def burner_pods(config: int, count: int, image: str, counts: Path, *, mib: int, 
             }],
             "volumes": [{"name": "counts", "hostPath": {"path": str(counts), "type": "Directory"}}],
         }  # fmt: skip
-        if batch:
-            spec |= {"priorityClassName": "koord-batch", "schedulerName": "loadline-scheduler"}
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": BENCH_NS,
                                                                       "labels": labels}, "spec": spec})  # fmt: skip
     return pods
+
+
+def check_profiled(pods: Sequence[dict[str, Any]], asked: dict[str, str]) -> None:
+    """The burners as created are what BATCH_PROFILE makes of them; a bench of unmutated pods would measure nothing."""
+    for pod in pods:
+        spec, name = pod["spec"], pod["metadata"]["name"]
+        requests = {k: Quantity.parse(v).value() for k, v in spec["containers"][0]["resources"]["requests"].items()}
+        made = (spec.get("priorityClassName"), spec.get("schedulerName"),
+                pod["metadata"].get("labels", {}).get("koordinator.sh/qosClass"), requests)  # fmt: skip
+        want = ("koord-batch", "loadline-scheduler", "BE", {k: Quantity.parse(v).value() for k, v in asked.items()})
+        if made != want:
+            profile = BATCH_PROFILE["metadata"]["name"]
+            raise RuntimeError(f"pod {name} was not made a batch pod by ClusterColocationProfile {profile} "
+                               f"(is the manager's webhook up?): {made}")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------- the run
@@ -269,6 +293,7 @@ class Bench:
         seconds = cluster.install()
         log(f"Loadline installed by its chart, every pod Ready in {seconds:.0f}s")
         cluster.plane.kubectl("create", "namespace", BENCH_NS)
+        cluster.plane.apply([BATCH_PROFILE])
         wait_for("the default ServiceAccount", lambda: cluster.plane.kubectl(
             "get", "serviceaccount", "default", "-n", BENCH_NS, check=False).returncode == 0, 60)  # fmt: skip
         self.gen_cgroup.mkdir()
@@ -373,9 +398,10 @@ class Bench:
             return [], {}, f"no room for batch: the manager gives the node {why}; no burners"
         each_cpu = cpu * 9 // 10 // k
         each_memory = min(memory * 9 // 10 // k, (a.burner_mib + 128) * MiB)
+        written = {"cpu": f"{each_cpu}m", "memory": f"{each_memory // MiB}Mi"}  # what the profile turns into:
         asked = {"kubernetes.io/batch-cpu": str(each_cpu), "kubernetes.io/batch-memory": f"{each_memory // MiB}Mi"}
-        resources = {"requests": asked, "limits": asked}
-        note = f"batch allocatable {cpu}m / {memory // MiB} MiB; each burner asks {asked}"
+        resources = {"requests": written, "limits": written}
+        note = f"batch allocatable {cpu}m / {memory // MiB} MiB; each burner writes {written}, the profile: {asked}"
         pods = burner_pods(config, k, self.kube.image, self.counts, mib=a.burner_mib, resources=resources, batch=True)
         return pods, asked, note
 
@@ -391,7 +417,10 @@ class Bench:
         sampler = Sampler(ls, self.counts)
         if burners:
             self.kube.plane.apply(burners)
-            sampler.track(self.ready([b["metadata"]["name"] for b in burners], timeout=180))
+            made = self.ready([b["metadata"]["name"] for b in burners], timeout=180)
+            if config in (3, 4):
+                check_profiled(made, run.batch_resources)
+            sampler.track(made)
         duration = a.warmup + a.measure
         out = self.counts / f"latency-{config}.txt"
         self.loadgen = subprocess.Popen(

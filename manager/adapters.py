@@ -14,7 +14,7 @@ from typing import Any
 from common.api.constants import BATCH_CPU, BATCH_MEMORY, MID_CPU, MID_MEMORY, RESOURCE_CPU, RESOURCE_MEMORY
 from common.api.nodedigest import NodeDigest, digest_node
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
-from common.api.poddigest import digest_pod
+from common.api.poddigest import PodDigest, digest_pod
 from manager.noderesource.model import NodeCapacity, PodOnNode, ResourcePair
 
 BATCH_RESOURCES = (BATCH_CPU, BATCH_MEMORY)
@@ -72,12 +72,14 @@ def pod_node_name(pod: Mapping[str, Any]) -> str:
     return str((pod.get("spec") or {}).get("nodeName") or "")
 
 
-def pod_on_node(pod: Mapping[str, Any]) -> PodOnNode:
+def pod_on_node(pod: Mapping[str, Any], digest: PodDigest | None = None) -> PodOnNode:
     """The batch core's record of a pod, from its digest (`common/api/poddigest.py`).
 
     The manager's policy for a malformed pod: this raises the digest's MalformedObjectError; the controller
-    counts it and leaves the pod out of its node's sums until a readable version comes (`controller.py`)."""
-    digest = digest_pod(pod)
+    counts it and leaves the pod out of its node's sums until a readable version comes (`controller.py`). A pod
+    with a part problem is used as the digest holds it (a request past the range rule fills its node: no batch
+    resources there) and the controller counts the part."""
+    digest = digest if digest is not None else digest_pod(pod)
     if digest.problem is not None:
         raise digest.problem
     requests = digest.requests

@@ -27,6 +27,7 @@ from typing import Any
 from common.api.constants import NODEMETRIC_PLURAL, NODESLO_PLURAL, SLO_GROUP, SLO_VERSION
 from common.api.malformed import MalformedObjectError
 from common.api.nodemetric_digest import NodeMetricDigest
+from common.api.poddigest import digest_pod
 from common.kube.events import EventRecorder
 from common.kube.http import JSON, KubeError, KubeHTTP, resource_path
 from common.kube.malformed import MalformedObjects
@@ -177,8 +178,9 @@ class Controller:
         current: PodOnNode | None = None
         if node:
             try:
-                current = pod_on_node(obj)
-                self.malformed.clear("Pod", key)
+                digest = digest_pod(obj)
+                current = pod_on_node(obj, digest)
+                self.malformed.account("Pod", key, obj, None, digest.part_problem)
             except MalformedObjectError as exc:
                 self.malformed.report("Pod", key, obj, exc)
                 current = None

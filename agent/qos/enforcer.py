@@ -117,9 +117,12 @@ class QoSEnforcer:
         self._notes: dict[str, str] = {}
 
     # --- entry point -----------------------------------------------------------------------------
+    def watches(self) -> list[Reflector]:
+        """The list-watches this enforcer runs (the pods' only when it does not share the agent's)."""
+        return [self.node_watch, self.slo_watch] + ([self.pod_watch] if self._pods_source is None else [])
+
     async def run(self) -> None:
-        own = [self.node_watch, self.slo_watch] + ([self.pod_watch] if self._pods_source is None else [])
-        watches = [asyncio.create_task(w.run()) for w in own]
+        watches = [asyncio.create_task(w.run()) for w in self.watches()]
         try:
             while True:
                 started = self.clock()

@@ -36,7 +36,7 @@ from common.api.pod import (
     qos_class_from,
     scalar,
 )
-from common.api.quantity import MAX_CONSUMER_UNITS, QuantityError, QuantityRangeError
+from common.api.quantity import MAX_CONSUMER_UNITS, Quantity, QuantityError, QuantityRangeError
 from common.api.wire import MetaView, QuantityText, Time, WireView
 from common.cpulist import parse_cpu_list
 
@@ -101,7 +101,7 @@ class PodResources:
     limits: dict[str, int]  # effective pod limits (PodLimits)
     nonzero_requests: tuple[int, int]  # (milli-cpu, memory) with kube-scheduler's defaults for missing values
     kube_qos: KubeQoSClass
-    part_problem: MalformedObjectError | None = None  # a limit past the range rule, held at the rule (see below)
+    part_problem: MalformedObjectError | None = None  # a request or limit past the range rule, held at it (_held)
 
 
 ResourceSignature = tuple[Any, ...]
@@ -180,9 +180,9 @@ def _compute_resources(signature: ResourceSignature) -> PodResources | Malformed
             reason=MalformedReason.OUT_OF_RANGE,
         )
     try:
-        requests = {name: scalar(name, q) for name, q in pod_requests(pod).items()}
-        limits, part_problem = _limits(pod)
-        defaults = pod_requests(_pod_of(signature, defaulted=True))
+        requests, requests_problem = _held(pod_requests(pod), "requests")
+        limits, limits_problem = _held(pod_limits(pod), "limits")
+        defaults, _ = _held(pod_requests(_pod_of(signature, defaulted=True)), "requests")
         kube_qos = kube_qos_class(pod)
     except QuantityError as exc:
         return MalformedObjectError(str(exc), kind=KIND, reason=quantity_reason(exc))
@@ -194,28 +194,32 @@ def _compute_resources(signature: ResourceSignature) -> PodResources | Malformed
                 field=f"spec.containers[*].resources.requests.{resource}",
                 reason=MalformedReason.NEGATIVE_QUANTITY,
             )
-    cpu, memory = defaults.get(c.RESOURCE_CPU), defaults.get(c.RESOURCE_MEMORY)
-    nonzero = (scalar(c.RESOURCE_CPU, cpu) if cpu else 0, scalar(c.RESOURCE_MEMORY, memory) if memory else 0)
+    nonzero = (defaults.get(c.RESOURCE_CPU, 0), defaults.get(c.RESOURCE_MEMORY, 0))
+    part_problem = requests_problem or limits_problem
     return PodResources(requests, limits, nonzero, kube_qos, part_problem)
 
 
-def _limits(pod: Mapping[str, Any]) -> tuple[dict[str, int], MalformedObjectError | None]:
-    """The pod's limits; one past the range rule (`memory: 9Pi`) is held at the rule, i.e. no limit that any
-    node could reach, and reported: the pod's requests, which placement needs, stay in force (issue 29)."""
-    limits: dict[str, int] = {}
+def _held(amounts: Mapping[str, Quantity], side: str) -> tuple[dict[str, int], MalformedObjectError | None]:
+    """The pod's requests or limits in the vector unit; one past the range rule (`cpu: 1e16`, `memory: 8Ei`) is
+    held at the rule (2^53, more than any node has) and reported, while the rest of the pod stays in force
+    (issue 29). A request held there makes the pod's node full for that resource (a bound pod) or the pod fit no
+    node (a pending one): the safe direction, where dropping the pod whole made its usage vanish from its node.
+    A limit held there is no limit any node could reach. A quantity that does not parse raises QuantityError."""
+    held: dict[str, int] = {}
     problem: MalformedObjectError | None = None
-    for name, q in pod_limits(pod).items():
+    for name, q in amounts.items():
         try:
-            limits[name] = scalar(name, q)
+            held[name] = scalar(name, q)
         except QuantityRangeError as exc:
-            limits[name] = MAX_CONSUMER_UNITS
+            held[name] = MAX_CONSUMER_UNITS
+            consequence = "its node is full of it" if side == "requests" else "no node reaches it"
             problem = problem or MalformedObjectError(
-                f"{exc}; held at {MAX_CONSUMER_UNITS}, the pod's requests still count",
+                f"{exc}; held at {MAX_CONSUMER_UNITS}: {consequence}, the rest of the pod counts",
                 kind=KIND,
-                field=f"spec.containers[*].resources.limits.{name}",
+                field=f"spec.containers[*].resources.{side}.{name}",
                 reason=MalformedReason.OUT_OF_RANGE,
             )
-    return limits, problem
+    return held, problem
 
 
 def _resource_names(signature: ResourceSignature) -> set[str]:

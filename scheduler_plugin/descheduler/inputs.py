@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from common.api.nodedigest import digest_node
 from common.api.nodemetric_digest import NodeMetricDigest, digest_node_metric
 from common.api.poddigest import PodDigest, digest_pod
 from common.kube.malformed import MalformedObjects
@@ -162,8 +163,11 @@ class InputCache:
             else:
                 await self._spend(self.CONVERSION_COST)
                 try:
-                    snap = node_snapshot(obj)
-                    self.malformed.clear("Node", key)
+                    digest = digest_node(obj)
+                    snap = node_snapshot(obj, digest)
+                    # An annotation that does not read (raw-allocatable, reservation) is absent: counted, and the
+                    # node's status.allocatable is its size, as in Koordinator.
+                    self.malformed.account("Node", key, obj, None, digest.part_problem)
                 except Exception as exc:  # see the class docstring
                     snap = f"Node malformed: {type(exc).__name__}: {exc}"
                     self.malformed.report("Node", key, obj, exc)
@@ -220,7 +224,7 @@ class InputCache:
             try:
                 digest = digest_pod(obj)
                 snap = pod_snapshot(obj, _replicas_of(digest, replicas), digest)
-                self.malformed.clear("Pod", key)
+                self.malformed.account("Pod", key, obj, None, digest.part_problem)
             except Exception as exc:  # see the class docstring
                 self.malformed.report("Pod", key, obj, exc)
                 return (obj, f"pod {key} malformed: {type(exc).__name__}: {exc}", None)

@@ -87,12 +87,15 @@ class ExtenderCache:
         self._tasks.clear()
 
     # ------------------------------------------------------------------ handlers (also used by tests)
-    def on_node(self, kind: EventType, obj: JSON) -> None:
+    def on_node(self, kind: EventType, obj: JSON) -> MalformedObjectError | None:
+        """Returns the node's part problem (an annotation read as absent, resources past the column bound)."""
+        part_problem = None
         if kind == "DELETED":
             self.snapshot.remove_node(object_key(obj))
         else:
-            self.snapshot.upsert_node(obj)
+            part_problem = self.snapshot.upsert_node(obj).part_problem
         metrics.CACHE_OBJECTS.labels("node").set(self.snapshot.num_nodes)
+        return part_problem
 
     def on_pod(self, kind: EventType, obj: JSON) -> MalformedObjectError | None:
         """Returns the pod's part problem (it is stored with that part held at its safe value)."""
@@ -100,7 +103,7 @@ class ExtenderCache:
         if kind == "DELETED":
             self.snapshot.remove_pod(object_key(obj))
         else:
-            part_problem = self.snapshot.upsert_pod(obj).part_problem
+            part_problem = self.snapshot.part_problem(self.snapshot.upsert_pod(obj))
         metrics.CACHE_OBJECTS.labels("pod").set(len(self.snapshot.pods))
         return part_problem
 

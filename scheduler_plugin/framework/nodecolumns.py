@@ -14,14 +14,15 @@ take of each node (`requested`) is kept here and accounted by `snapshot.Snapshot
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import NDArray
 
 from common.api import constants as c
+from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodedigest import digest_node
 from common.api.scheduling import HostPort, Taint, parse_int64
 from scheduler_plugin.framework.images import ImageTable, parse_node_images
@@ -29,6 +30,12 @@ from scheduler_plugin.framework.podinfo import PodInfo
 
 FIXED_RESOURCES = (c.RESOURCE_CPU, c.RESOURCE_MEMORY, c.RESOURCE_PODS, "ephemeral-storage")
 CPU, MEMORY, PODS = 0, 1, 2
+# Distinct resource names tracked as columns: each is 16 bytes of every node row and one more check of Fit per pod,
+# and pods may name any (64 each, MAX_POD_RESOURCE_NAMES); real clusters use tens (cpu, memory, hugepages, batch/mid,
+# a few device plugins). Past it, every new name shares the UNTRACKED column, which no node offers (allocatable 0):
+# a pending pod requesting such a name fits no node, the safe direction, and a node's own name past it is not offered.
+MAX_RESOURCE_COLUMNS: Final = 256
+UNTRACKED: Final = "loadline.io/untracked-resources"
 
 IntArray = NDArray[np.int64]
 BoolArray = NDArray[np.bool_]
@@ -46,6 +53,7 @@ class NodeInfo:
         "index",
         "labels",
         "name",
+        "part_problem",
         "pods",
         "raw",
         "raw_allocatable",
@@ -64,6 +72,7 @@ class NodeInfo:
         self.allocatable: dict[str, int] = {}
         self.raw_allocatable: dict[str, int] | None = None  # node.koordinator.sh/raw-allocatable (nodedigest.py)
         self.raw: Mapping[str, Any] = {}
+        self.part_problem: MalformedObjectError | None = None  # the digest's, or resources past the column bound
         self.pods: dict[str, PodRecord] = {}  # pods accounted on this node (bound or assumed)
         self.taint_set_id = 0
 
@@ -179,9 +188,11 @@ class NodeColumns:
 
     # ------------------------------------------------------------------ resources
     def resource_column(self, name: str) -> int:
-        """Column of a resource, adding one (zeros everywhere) if it is new."""
+        """Column of a resource, adding one (zeros everywhere) if it is new; past MAX_RESOURCE_COLUMNS, UNTRACKED's."""
         pos = self._resource_pos.get(name)
         if pos is None:
+            if len(self.resource_names) >= MAX_RESOURCE_COLUMNS - 1 and name != UNTRACKED:
+                return self.resource_column(UNTRACKED)
             pos = len(self.resource_names)
             self.resource_names.append(name)
             self._resource_pos[name] = pos
@@ -192,13 +203,22 @@ class NodeColumns:
     def has_resource(self, name: str) -> bool:
         return name in self._resource_pos
 
-    def vector(self, amounts: Mapping[str, int]) -> IntArray:
-        """A resource dict as a row vector in this snapshot's columns (adding columns as needed)."""
-        for name in amounts:
+    def untracked(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` that have no column of their own (past MAX_RESOURCE_COLUMNS), adding the others."""
+        out = []
+        for name in names:
             self.resource_column(name)
+            if name not in self._resource_pos:
+                out.append(name)
+        return out
+
+    def vector(self, amounts: Mapping[str, int]) -> IntArray:
+        """A resource dict as a row vector in this snapshot's columns (adding columns as needed; names past the
+        bound add up in UNTRACKED's)."""
+        columns = [(self.resource_column(name), amount) for name, amount in amounts.items()]
         vec = np.zeros(len(self.resource_names), np.int64)
-        for name, amount in amounts.items():
-            vec[self._resource_pos[name]] = amount
+        for j, amount in columns:
+            vec[j] += amount
         return vec
 
     # ------------------------------------------------------------------ nodes
@@ -215,8 +235,7 @@ class NodeColumns:
         raw_images = (obj.get("status") or {}).get("images")
         # Parsed only when they changed: a node's status updates (conditions, heartbeats) rarely touch them.
         images = None if info is not None and raw_images == _images_of(info.raw) else parse_node_images(raw_images)
-        for resource in allocatable:
-            self.resource_column(resource)
+        untracked = self.untracked(allocatable)
 
         info = self._node_by_name.get(name)
         is_new = info is None
@@ -236,6 +255,7 @@ class NodeColumns:
         info.unschedulable = digest.unschedulable
         info.allocatable = allocatable
         info.raw_allocatable = digest.raw_allocatable
+        info.part_problem = digest.part_problem or untracked_problem("Node", name, untracked, "not offered")
         info.raw = obj
         info.taint_set_id = self._intern_taints(taints)
         self._valid[i] = True
@@ -243,7 +263,8 @@ class NodeColumns:
         self._taint_set_ids[i] = info.taint_set_id
         self._allocatable[:, i] = 0
         for resource, amount in allocatable.items():
-            self._allocatable[self._resource_pos[resource], i] = amount
+            if resource not in untracked:
+                self._allocatable[self._resource_pos[resource], i] = amount
         if images is not None:
             self.images.set_row(i, images)
         if labels_changed:
@@ -337,6 +358,21 @@ class NodeColumns:
         info = self._node_by_name.get(name)
         if info is not None:
             self._touch(info.index)
+
+
+def untracked_problem(kind: str, key: str, names: list[str], consequence: str) -> MalformedObjectError | None:
+    """The part problem of an object naming resources past MAX_RESOURCE_COLUMNS, or None."""
+    if not names:
+        return None
+    shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+    return MalformedObjectError(
+        f"{len(names)} resource names past the scheduler's {MAX_RESOURCE_COLUMNS} distinct ones ({shown}): "
+        f"{consequence}",
+        kind=kind,
+        name=key,
+        field="status.allocatable" if kind == "Node" else "spec.containers[*].resources.requests",
+        reason=MalformedReason.OUT_OF_RANGE,
+    )
 
 
 def _images_of(node: Mapping[str, Any]) -> Any:

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from common.api.malformed import MalformedObjectError
 from scheduler_plugin.framework.disruption import DisruptionBudget
 from scheduler_plugin.framework.hostports import HostPortTable
 from scheduler_plugin.framework.nodecolumns import (
@@ -27,6 +28,7 @@ from scheduler_plugin.framework.nodecolumns import (
     NodeColumns,
     NodeInfo,
     PodRecord,
+    untracked_problem,
 )
 from scheduler_plugin.framework.podinfo import PodInfo, pod_key
 from scheduler_plugin.framework.podmatch import PodMatchIndex
@@ -107,6 +109,13 @@ class Snapshot(NodeColumns):
         vec[PODS] = 1
         pod.memo["snapshot_vector"] = (self.uid, vec)
         return vec
+
+    def part_problem(self, pod: PodInfo) -> MalformedObjectError | None:
+        """The pod's part problem: its digest's, else requests naming resources past MAX_RESOURCE_COLUMNS (they add up
+        in the UNTRACKED column, which no node offers: a pending pod fits nowhere, a bound one keeps them counted)."""
+        if pod.part_problem is not None:
+            return pod.part_problem
+        return untracked_problem("Pod", pod.key, self.untracked(pod.requests), "a pending pod fits no node")
 
     # ------------------------------------------------------------------ nodes and their pods
     def upsert_node(self, obj: Mapping[str, Any]) -> NodeInfo:

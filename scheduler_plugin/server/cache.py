@@ -251,11 +251,11 @@ class ClusterCache:
         if known and old is not None and not node_changed_for_scheduling(old, obj):
             return
         try:
-            self.snapshot.upsert_node(obj)
+            info = self.snapshot.upsert_node(obj)
         except MalformedObjectError as exc:
             self.malformed.report("Node", name, obj, exc)
             return
-        self.malformed.clear("Node", name)
+        self.malformed.account("Node", name, obj, None, info.part_problem)
         self.listener.cluster_event(NODE_UPDATE if known else NODE_ADD)
 
     # ------------------------------------------------------------------ pods
@@ -283,7 +283,7 @@ class ClusterCache:
                 snap.remove_pod(key)  # a pending pod we cannot read is not scheduled
             self.listener.pod_deleted(key, None)
             return
-        self.malformed.account("Pod", key, obj, None, pod.part_problem)
+        self.malformed.account("Pod", key, obj, None, snap.part_problem(pod))
         held = key in snap.records
         if held and not pod.node_name and not pod.is_terminated:
             # Assumed (or just bound) by us and the watch has not caught up with the binding:

@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Build kube-apiserver, kube-scheduler, kubelet, kube-controller-manager, kubectl, etcd, helm "
         "and kwok from the Go module proxy "
         "into the per-user cache (LOADLINE_CACHE, default ~/.cache/loadline).",
-        components=COMPONENTS,
+        components=list(COMPONENTS),
         build=lambda names, force: ensure(names, force=force),
     )
 

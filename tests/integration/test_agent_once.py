@@ -94,10 +94,9 @@ def test_once_with_short_windows_reports_percentiles() -> None:
     assert result.returncode == 0, result.stderr
     wire = yaml.safe_load(result.stdout)
     assert NodeMetric.from_wire(wire).metadata.name == "laptop"
-    # The node's windows as consumers read them. podsMetric is left out: without an API server --once cannot name
-    # the pods it finds in kubepods (a real node beside this test has some), and an unnamed entry is malformed.
-    node_only = {**wire, "status": {k: v for k, v in wire["status"].items() if k != "podsMetric"}}
-    p95 = digest_node_metric(node_only).aggregated_usage("p95", None)
+    # The node's windows as consumers read them, from the whole object: pods a real node beside this test runs
+    # and that --once cannot name (no pod log directory) are left out of podsMetric, not published unnamed.
+    p95 = digest_node_metric(wire).aggregated_usage("p95", None)
     assert p95 is not None and set(p95) == {"cpu", "memory"}
 
 
@@ -107,6 +106,9 @@ def test_once_reads_the_cgroup_root_it_is_given(tmp_path: Path) -> None:
     tree.add_pod(web, CgroupValues(inactive_anon=10 << 20, active_anon=20 << 20, unevictable=0))
     tree.add_pod(batch, CgroupValues(inactive_anon=5 << 20, active_anon=5 << 20, unevictable=0))
     write_proc(tmp_path / "proc", ProcValues())
+    logs = tmp_path / "pod-logs"
+    (logs / f"shop_web-0_{web.uid}").mkdir(parents=True)
+    (logs / "not-a-pod-directory").mkdir()
     result = loadline(
         "agent",
         "--once",
@@ -114,17 +116,24 @@ def test_once_reads_the_cgroup_root_it_is_given(tmp_path: Path) -> None:
         "--collect-interval=0.25",
         f"--cgroup-root={tmp_path / 'cgroup'}",
         f"--proc-root={tmp_path / 'proc'}",
+        f"--pod-logs-dir={logs}",
         "--node-name=fixture",
         "--once-output=yaml",
     )
     assert result.returncode == 0, result.stderr
     model = NodeMetric.from_wire(yaml.safe_load(result.stdout))
     assert model.status is not None and model.status.pods_metric is not None
-    pods = {p.name: p for p in model.status.pods_metric}
-    assert set(pods) == {web.uid, batch.uid}  # no API server: pods are named by their UID
-    assert pods[web.uid].pod_usage.resources["memory"].value() == 30 << 20  # type: ignore[union-attr,index]
-    assert (pods[web.uid].qos, pods[web.uid].priority) == ("LSR", "koord-prod")
-    assert (pods[batch.uid].qos, pods[batch.uid].priority) == ("BE", "koord-batch")
+    # No API server: the web pod is named by its kubelet log directory; the batch pod has none, so it is listed
+    # by UID in a comment and left out of podsMetric (an entry needs a namespace and a name).
+    pods = {(p.namespace, p.name): p for p in model.status.pods_metric}
+    assert set(pods) == {("shop", "web-0")}
+    web_metric = pods["shop", "web-0"]
+    assert web_metric.pod_usage.resources["memory"].value() == 30 << 20  # type: ignore[union-attr,index]
+    assert (web_metric.qos, web_metric.priority) == ("LSR", "koord-prod")
+    assert f"have no pod log directory under {logs} to name them, so podsMetric leaves them out: {batch.uid}" in (
+        result.stdout
+    )
+    digest_node_metric(yaml.safe_load(result.stdout))  # a NodeMetric every consumer takes
     total = model.status.node_metric.node_usage.resources["memory"]  # type: ignore[union-attr,index]
     assert total.value() == (16 - 10) * 1024**3  # MemTotal - MemAvailable of the fixture
 

@@ -168,6 +168,8 @@ def test_agent_privilege_follows_qos_enforcement(cluster: ControlPlane) -> None:
     assert default["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {"name": "cgroup", "mountPath": "/host/cgroup", "readOnly": False} in default["volumeMounts"]
     assert "--qos-enforcement=true" in default["args"] and "--batch-isolation=on" in default["args"]
+    assert "--pod-window-metrics=false" in default["args"]
+    assert "--pod-window-metrics=true" in agent("--set", "agent.podWindowMetrics=true")["args"]
     for value, arg in (("dry-run", "dry-run"), ("false", "off"), ("true", "on")):  # YAML's on/off are booleans
         assert f"--batch-isolation={arg}" in agent("--set", f"agent.batchIsolation={value}")["args"]
     measuring = agent("--set", "agent.qosEnforcement=false", "--set", "agent.privilegedEnforcement=true")

@@ -225,7 +225,7 @@ def test_every_dashboard_query_and_recording_rule_returns_data(
             "rejection": 'loadline_extender_filter_rejections_total{plugin="LoadAwareScheduling"} > 0',
             "malformed (scheduler)": 'loadline_malformed_objects_total{job="loadline-scheduler", kind="NodeMetric"} > 0',
             "malformed (manager)": 'loadline_malformed_objects_total{job="loadline-manager", kind="NodeMetric"} > 0',
-            "throttling": 'loadline_pod_cpu_cfs_throttled_window_ratio{quantile="0.95"} > 0',
+            "throttling": 'rate(loadline_container_cpu_cfs_throttled_periods_total{container=""}[1m]) > 0',
         }
         checked = {name: expr for name, expr in queries.items() if name not in rejected}
         pending = _wait_for_data(prom, {**checked, **provoked}, 120)

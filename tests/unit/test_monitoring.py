@@ -122,6 +122,8 @@ def test_rules_follow_conventions() -> None:
         assert re.fullmatch(r"[a-z_]+:loadline_[a-z0-9_]+:[a-z0-9_]+", record["record"]), record["record"]
     tested = set(re.findall(r"alertname: (\w+)", RULE_TESTS.read_text()))
     assert {"LoadlineAgentNodeMetricStale", "LoadlineAgentCollectorFailing"} <= tested
+    # Issue 29's signals: objects skipped, watches stalled or re-listing, loops restarted.
+    assert {"LoadlineMalformedObjects", "LoadlineWatchStalled", "LoadlineWatchRelisting", "LoadlineWorkerRestarts"} <= tested
     assert tested <= {a["alert"] for a in alerts}, "a rule unit test names an alert that does not exist"
 
 
@@ -228,7 +230,8 @@ class _Counting:
 
 
 def agent_metrics_text() -> str:
-    """The agent's /metrics as its exporter renders it: raw series, window aggregates, self-metrics, default
+    """The agent's /metrics as its exporter renders it with its defaults (no pod window series: the rules and
+    dashboards must work without --pod-window-metrics): raw series, window aggregates, self-metrics, default
     registry."""
     from agent.exporter import AgentTimings, Exporter, ExportInput, NodeSelfState, render_self, render_series
     from agent.report import PodIdentity, ReportPolicy, aggregate
@@ -284,7 +287,7 @@ def exported() -> set[str]:
     agent = {s.name for f in text_string_to_metric_families(agent_metrics_text()) for s in f.samples}
     names = agent | registry_names()
     # sanity: the collection itself worked, for every component
-    for probe in ("loadline_node_cpu_usage_window_cores", "loadline_pod_memory_working_set_window_bytes",
+    for probe in ("loadline_node_cpu_usage_window_cores", "loadline_container_memory_working_set_bytes",
                   "loadline_agent_last_publish_success_timestamp_seconds", "loadline_manager_reconciles_total",
                   "loadline_scheduler_schedule_attempts_total", "loadline_extender_requests_total",
                   "loadline_descheduler_evictions_total", "loadline_leader", "process_resident_memory_bytes"):  # fmt: skip

@@ -115,9 +115,27 @@ def test_a_limit_past_the_range_rule_keeps_the_requests_in_force() -> None:
     assert d.part_problem.name == "shop/web-0" and d.part_problem.field.endswith("limits.memory")
 
 
-def test_a_request_past_the_range_rule_is_still_the_pods_problem() -> None:
-    d = digest_pod(pod(containers=[{"resources": {"requests": {"memory": "9Pi"}}}]))
-    assert d.problem is not None and d.problem.reason is MalformedReason.OUT_OF_RANGE
+@pytest.mark.parametrize(("resource", "text"), [("memory", "8Ei"), ("cpu", "1e16"), ("memory", "9Pi")])
+def test_a_request_past_the_range_rule_fills_its_node_and_keeps_the_pod(resource: str, text: str) -> None:
+    # Issue 29, "a bad part never hides the rest": such a request made the whole pod malformed, so a bound pod's
+    # usage vanished from its node's accounting (the permissive direction). Now the pod stays, the request is held
+    # at the range rule (more than any node has: its node is full of that resource), and the part is reported.
+    requests = {"cpu": "1", "memory": "1Gi", resource: text}
+    d = digest_pod(pod(containers=[{"resources": {"requests": requests}}]))
+    assert d.problem is None and d.key == "shop/web-0" and d.node_name == "n1"
+    assert d.requests[resource] == 2**53
+    other = "memory" if resource == "cpu" else "cpu"
+    assert d.requests[other] == {"cpu": 1000, "memory": 1024 * MiB}[other]
+    assert d.resources.nonzero_requests[0 if resource == "cpu" else 1] == 2**53
+    assert d.part_problem is not None and d.part_problem.reason is MalformedReason.OUT_OF_RANGE
+    assert d.part_problem.field == f"spec.containers[*].resources.requests.{resource}"
+    assert d.part_problem.name == "shop/web-0"
+
+
+def test_a_request_that_is_no_quantity_or_negative_is_still_the_pods_problem() -> None:
+    # Not a range problem: the API server refuses both, so only a request body (the extender) carries them.
+    assert digest_pod(pod(containers=[{"resources": {"requests": {"cpu": "-1"}}}])).problem is not None
+    assert digest_pod(pod(containers=[{"resources": {"requests": {"cpu": "lots"}}}])).problem is not None
 
 
 def test_resource_status_cpus_are_read_once_in_the_digest() -> None:

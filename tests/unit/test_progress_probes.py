@@ -113,3 +113,34 @@ def test_manager_reports_a_stalled_watch_a_restarting_worker_and_queued_nodes_no
     assert seen[1] is not None and "watch of nodemetrics failing" in seen[1]
     assert seen[2] == "restarting: reconcile-2"
     assert seen[3] is not None and seen[3].startswith("no reconcile taken or finished for 61s with 1 nodes queued")
+
+
+def test_agent_probes_read_its_watches(tmp_path: Any) -> None:
+    """The agent's pod, NodeMetric, Node and NodeSLO watches feed its /readyz and /healthz as the manager's do: a
+    watch failing without progress fails readiness after STALL_SECONDS, liveness after LIVENESS_STALL_SECONDS."""
+    from agent.config import AgentSettings
+    from agent.main import NodeAgent
+    from agent.podwatch import PodWatch
+    from agent.publisher import NodeMetricCache
+    from agent.qos.enforcer import QoSEnforcer
+
+    async def body() -> list[tuple[bool, str, bool, str]]:
+        agent = NodeAgent(AgentSettings(node_name="n1"))
+        agent.timings.renders = 1  # one aggregation rendered: ready but for the watches
+        agent.podwatch = PodWatch(None, "n1")  # type: ignore[arg-type]
+        agent.cache = NodeMetricCache(None, name="n1")  # type: ignore[arg-type]
+        agent.qos = QoSEnforcer("n1", None, tmp_path, lambda: None, pods=lambda: [])  # type: ignore[arg-type]
+        assert [w.name for w in agent.watches()] == [agent.podwatch.reflector.name, "nodemetrics", "qos-node",
+                                                     "qos-nodeslo"]  # fmt: skip
+        seen = [(*agent.ready(), *agent.healthy())]
+        for watch in (agent.qos.slo_watch, agent.podwatch.reflector):
+            failing_for(watch, STALL_SECONDS + 1)
+            seen.append((*agent.ready(), *agent.healthy()))
+            failing_for(watch, LIVENESS_STALL_SECONDS + 1)
+            seen.append((*agent.ready(), *agent.healthy()))
+            watch._failing_since = None
+        return seen
+
+    seen = asyncio.run(body())
+    assert [(ready, healthy) for ready, _, healthy, _ in seen] == [(True, True)] + [(False, True), (False, False)] * 2
+    assert "watch of qos-nodeslo failing for 61s" in seen[1][1] and "watch of qos-nodeslo" in seen[2][3]

@@ -115,6 +115,33 @@ def test_main_exits_2_on_a_bad_value(capsys: pytest.CaptureFixture[str], monkeyp
     assert "psi" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "field", "why"),
+    [
+        (["--aggregate-windows", "5m,168h"], "aggregate_windows", "604800s is longer than 3600s"),
+        (["--windows", "1m,2m,3m,4m,5m,6m,7m,8m,9m"], "aggregate_windows", "9 durations, at most 8"),
+        (["--aggregate-duration-seconds", "3601"], "aggregate_duration_seconds", "3601s is longer than 3600s"),
+        (["--aggregate-duration", "2h"], "aggregate_duration_seconds", "7200s is longer than 3600s"),
+    ],
+)
+def test_aggregation_flags_past_the_managers_bounds_stop_the_agent_at_start(
+    flags: list[str], field: str, why: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 29: the manager refuses colocation-config windows past 1 h or more than 8 of them (every agent keeps a
+    # sample per second per series for the longest), but the agent's own flags took any: 168h sized its ring to
+    # ~605,000 samples per series. Now the same bounds (common/api/nodemetric.py) are a config error naming the field.
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert main(["--once", *flags]) == 2
+    err = capsys.readouterr().err
+    assert field in err and why in err, err
+
+
+def test_aggregation_flags_at_the_bounds_are_taken() -> None:
+    settings = load({"aggregate_windows": "1m,2m,3m,4m,5m,6m,7m,1h", "aggregate_duration_seconds": "1h"}, environ={})
+    assert settings.aggregate_windows[-1] == 3600.0 and len(settings.aggregate_windows) == 8
+    assert settings.aggregate_duration_seconds == 3600.0
+
+
 def test_daemon_without_a_node_name_exits_2(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.collectors.base import SeriesErrors
+from agent.config import AgentSettings
 from agent.exporter import (
     QUANTILE_LABELS,
     AgentTimings,
@@ -29,11 +31,12 @@ from agent.exporter import (
     window_names,
 )
 from agent.exposition import Family
-from agent.report import PodIdentity, ReportPolicy, aggregate, wants_window_quantiles
+from agent.report import PodIdentity, ReportPolicy, aggregate, build_status, wants_window_quantiles
 from agent.sampler import Sampler
 from agent.series import (
     CPU_CFS_PERIODS,
     CPU_CFS_THROTTLED_PERIODS,
+    CPU_USAGE_CORES,
     CPU_USAGE_SECONDS,
     MEMORY_ANON_USAGE_BYTES,
     MEMORY_WORKING_SET_BYTES,
@@ -108,7 +111,10 @@ class Varying(Counting):
         return SampleBlock(block.layout, values)
 
 
-def sampled(cycles: int = 12, collector: Counting | None = None) -> tuple[Sampler, ExportInput]:
+def sampled(
+    cycles: int = 12, collector: Counting | None = None, *, pod_windows: bool = True
+) -> tuple[Sampler, ExportInput]:
+    """The fixture's cycles and aggregates; with the pods' window series (`--pod-window-metrics`) unless told."""
     clock = Clock()
     sampler = Sampler([collector or Counting()], interval=1.0, windows=(10.0,), clock=clock)
 
@@ -118,7 +124,8 @@ def sampled(cycles: int = 12, collector: Counting | None = None) -> tuple[Sample
             await sampler.cycle()
 
     asyncio.run(run())
-    agg = aggregate(sampler.ring, clock.t, ReportPolicy(aggregate_duration_seconds=5, windows=(4.0, 10.0)))
+    policy = ReportPolicy(aggregate_duration_seconds=5, windows=(4.0, 10.0), pod_windows=pod_windows)
+    agg = aggregate(sampler.ring, clock.t, policy)
     pods = {UID: PodIdentity(UID, "shop", "web-1", "koord-prod", "LS")}
     return sampler, ExportInput(raw=list(sampler.last_samples), aggregates=agg, pods=pods)
 
@@ -181,6 +188,29 @@ def test_raw_series_and_window_aggregates_parse() -> None:
     assert "loadline_gpu_utilization_window_ratio" in found  # device series get windows too
     # container-level series are raw only; the PSI counter is not aggregated either
     assert not any(name.startswith("loadline_container_") and "_window" in name for name in found)
+
+
+def test_pod_window_series_are_off_by_default() -> None:
+    """Without --pod-window-metrics: node, system and device windows as before, no pod window series (nor their
+    percentiles computed), the pods' raw series (cAdvisor's shape) and NodeMetric status unchanged."""
+    assert ReportPolicy().pod_windows is False and AgentSettings().pod_window_metrics is False
+    _, with_pods = sampled()
+    _, inp = sampled(pod_windows=False)
+    found = families(render_series([inp]).decode())
+    assert not [name for name in found if name.startswith("loadline_pod_")]
+    for name in ("loadline_node_cpu_usage_window_cores", "loadline_system_cpu_usage_window_cores",
+                 "loadline_gpu_utilization_window_ratio"):  # fmt: skip
+        assert found[name].samples == families(render_series([with_pods]).decode())[name].samples, name
+    cpu = found["loadline_container_cpu_usage_seconds"]
+    assert {(s.labels["pod"], s.labels["container"]) for s in cpu.samples} >= {("web-1", ""), ("web-1", "app")}
+    assert inp.aggregates is not None and with_pods.aggregates is not None
+    pod_cpu = SeriesKey(CPU_USAGE_CORES, UID)
+    assert set(inp.aggregates.window(pod_cpu, 4.0) or {}) == {"avg"}  # percentiles not computed
+    assert set(with_pods.aggregates.window(pod_cpu, 4.0) or {}) == {"avg", "p50", "p90", "p95", "p99"}
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    assert build_status(inp.aggregates, inp.pods, update_time=at) == build_status(
+        with_pods.aggregates, with_pods.pods, update_time=at
+    )
 
 
 def test_cold_windows_are_absent_not_zero() -> None:

@@ -108,6 +108,7 @@ def test_metrics_match_the_golden_file(tmp_path: Path) -> None:
         "loadline_container_memory_working_set_bytes",
         "loadline_node_network_receive_bytes_per_second",
         "loadline_node_cpu_usage_window_cores",
-        "loadline_pod_cpu_usage_window_cores",
+        "loadline_system_cpu_usage_window_cores",
         "loadline_agent_collector_success",
     } <= names
+    assert not [n for n in names if n.startswith("loadline_pod_")]  # pod window series: --pod-window-metrics only

@@ -130,6 +130,26 @@ def test_pods_found_in_the_cgroup_tree(tmp_path: Path, version: CgroupVersion, d
     assert infos[pods[0].uid].qos == "LSR" and infos[pods[2].uid].priority == "koord-batch"
 
 
+def test_pods_are_named_by_the_kubelets_pod_log_directories(tmp_path: Path) -> None:
+    tree = FakeCgroupTree(tmp_path / "cgroup", CgroupVersion.V1, CgroupDriver.CGROUPFS)
+    named, unnamed = make_pod(1, KubeQoSClass.BURSTABLE), make_pod(2, KubeQoSClass.BEST_EFFORT)
+    tree.add_pod(named)
+    tree.add_pod(unnamed)
+    logs = tmp_path / "pod-logs"
+    for entry in (f"shop_web-0_{named.uid}", "two_parts", f"a_b_c_{unnamed.uid}", f"ns__{unnamed.uid}", "x_y_../z"):
+        (logs / entry).mkdir(parents=True, exist_ok=True)
+    (logs / f"kube-system_file_{unnamed.uid}.log").touch()  # not a directory name the kubelet makes: no UID shape
+    infos = CgroupPodDiscovery(tmp_path / "cgroup", pod_logs_dir=logs).infos()
+    assert (infos[named.uid].namespace, infos[named.uid].name) == ("shop", "web-0")
+    assert (infos[unnamed.uid].namespace, infos[unnamed.uid].name) == ("", unnamed.uid)
+    # No directory at all, or none given: every pod keeps its UID.
+    for discovery in (
+        CgroupPodDiscovery(tmp_path / "cgroup", pod_logs_dir=tmp_path / "missing"),
+        CgroupPodDiscovery(tmp_path / "cgroup"),
+    ):
+        assert {(i.namespace, i.name) for i in discovery.infos().values()} == {("", named.uid), ("", unnamed.uid)}
+
+
 def test_known_pods_containers_are_listed_again_staggered(tmp_path: Path) -> None:
     """A new pod is read whole at once; a known pod's containers are listed every `rescan_rounds` rounds."""
     tree = FakeCgroupTree(tmp_path, CgroupVersion.V2, CgroupDriver.SYSTEMD)

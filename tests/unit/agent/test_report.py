@@ -431,6 +431,18 @@ def test_a_changed_policy_computes_every_window() -> None:
     assert set(later.computed_at.values()) == {START + 400}
 
 
+def test_pod_percentiles_only_with_pod_windows_and_computed_at_once_when_turned_on() -> None:
+    node, pod = SeriesKey(NODE_CPU_USAGE_CORES), SeriesKey(CPU_USAGE_CORES, pod="p1")
+    ring = cadence_ring(400, [node, pod])
+    off = ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 200.0))
+    first = aggregate(ring, START + 399, off)
+    assert set(first.window(pod, 200.0) or {}) == {"avg"} and "p95" in (first.window(node, 200.0) or {})
+    on = ReportPolicy(aggregate_duration_seconds=20, windows=(20.0, 200.0), pod_windows=True)
+    later = aggregate(ring, START + 400, on, previous=first)  # 200 s is not due: computed anyway, not carried
+    assert set(later.computed_at.values()) == {START + 400}
+    assert set(later.window(pod, 200.0) or {}) == {"avg", "p50", "p90", "p95", "p99"}
+
+
 def test_the_reporter_carries_its_last_aggregation() -> None:
     keys = [SeriesKey(NODE_CPU_USAGE_CORES)]
     ring = cadence_ring(400, keys)

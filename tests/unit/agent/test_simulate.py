@@ -173,8 +173,10 @@ def test_an_invalid_annotation_falls_back_to_the_default_profile() -> None:
     assert collector.errors.by_reason == {"garbage": 1}
 
 
-def test_a_simulated_node_exports_pod_series_for_the_dashboards() -> None:
-    """The demo's Pods row reads pod series with namespace/pod labels: the simulated pipeline exports them."""
+@pytest.mark.parametrize("pod_windows", [False, True], ids=["default", "pod-window-metrics"])
+def test_a_simulated_node_exports_pod_series_for_the_dashboards(pod_windows: bool) -> None:
+    """The demo's Pods row reads the pods' raw series with namespace/pod labels: the simulated pipeline exports
+    them; their window series only with --pod-window-metrics."""
     web = {
         **pod("web", {"loadline.io/simulated-cpu": "1"}),
         "metadata": {"uid": "web", "namespace": "shop", "name": "web-0"},
@@ -185,7 +187,7 @@ def test_a_simulated_node_exports_pod_series_for_the_dashboards() -> None:
         "kwok-0",
         [collector],
         pods=lambda: {"web": PodIdentity.from_pod(web)},
-        policy=ReportPolicy(aggregate_duration_seconds=5, windows=(5,)),
+        policy=ReportPolicy(aggregate_duration_seconds=5, windows=(5,), pod_windows=pod_windows),
         interval=1.0,
     )
     pipeline.sampler._clock = lambda: now[0]
@@ -197,8 +199,10 @@ def test_a_simulated_node_exports_pod_series_for_the_dashboards() -> None:
         + render_windows([pipeline.export_input(pipeline.aggregate(now[0] - 1), node_label="kwok-0")])
     ).decode()
     labels = 'node="kwok-0",namespace="shop",pod="web-0"'
-    assert f'loadline_pod_cpu_usage_window_cores{{{labels},window="5s",quantile="0.95"}}' in text
-    assert f'loadline_container_cpu_usage_seconds_total{{{labels},container=""}}' in text
+    assert (f'loadline_pod_cpu_usage_window_cores{{{labels},window="5s",quantile="0.95"}}' in text) is pod_windows
+    assert 'loadline_node_cpu_usage_window_cores{node="kwok-0",window="5s",quantile="0.95"}' in text
+    for family in ("cpu_usage_seconds_total", "memory_working_set_bytes"):
+        assert f'loadline_container_{family}{{{labels},container=""}}' in text, family
 
 
 def test_pods_wanting_more_than_their_cpu_limit_are_throttled() -> None:

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from common.api.malformed import MalformedObjectError, MalformedReason
 from common.api.nodemetric_digest import digest_node_metric
@@ -55,6 +56,24 @@ def test_malformed_raw_allocatable_falls_back_to_status_allocatable() -> None:
         assert node_snapshot(obj).raw_allocatable is None
 
 
+def test_an_unreadable_raw_allocatable_annotation_is_counted_once_per_version_and_the_node_stays() -> None:
+    # Issue 29: the round read it as absent (as Koordinator does) but never counted it.
+    def counted() -> float:
+        labels = {"kind": "Node", "reason": "invalid_value"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    before = counted()
+    cache = InputCache()
+    bad = node_obj("n1", annotations={"node.koordinator.sh/raw-allocatable": '{"cpu": "lots"}'})
+    inputs = build(cache, store(bad), {}, store(nodemetric_obj("n1")))
+    assert [n.name for n in inputs.nodes] == ["n1"] and inputs.nodes[0].raw_allocatable is None
+    assert inputs.nodes[0].allocatable["cpu"] == 10_000.0 and inputs.node_problems == {}
+    assert counted() == before + 1
+    build(cache, store(json.loads(json.dumps(bad))), {}, store(nodemetric_obj("n1")))  # re-listed, same version
+    assert counted() == before + 1
+    assert cache.malformed.current() == [("Node", "n1")]
+
+
 def test_unparseable_allocatable_is_malformed_and_the_round_skips_the_node() -> None:
     with pytest.raises(MalformedObjectError) as bad:
         node_snapshot(node_obj("n1", cpu="ten"))
@@ -68,6 +87,26 @@ def test_unparseable_allocatable_is_malformed_and_the_round_skips_the_node() -> 
 
 
 # ----------------------------------------------------------------------------- pods
+def test_a_pod_requesting_past_the_range_rule_stays_in_the_round_counted_once_per_version() -> None:
+    # Issue 29, "a bad part never hides the rest": a `memory: 8Ei` request made the whole pod malformed and the round
+    # left its node out. Now the digest holds the request at the range rule (the node full of memory, the pod fitting
+    # nowhere else, so it is never moved), the round keeps the node, and the part is counted once per version.
+    def counted() -> float:
+        labels = {"kind": "Pod", "reason": "out_of_range"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    before = counted()
+    huge = pod_obj("huge", "n1", memory="8Ei")
+    cache = InputCache()
+    inputs = build(cache, store(node_obj("n1")), store(huge), store(nodemetric_obj("n1")))
+    assert inputs.node_problems == {} and [n.name for n in inputs.nodes] == ["n1"]
+    (snap,) = inputs.pods
+    assert snap.requests["memory"] == float(2**53) and snap.requests["cpu"] == 100.0
+    assert counted() == before + 1
+    build(cache, store(node_obj("n1")), store(json.loads(json.dumps(huge))), store(nodemetric_obj("n1")))
+    assert counted() == before + 1  # the same version re-listed
+
+
 def test_pod_fields_the_round_uses() -> None:
     affinity = {
         "nodeAffinity": {

@@ -412,3 +412,24 @@ def test_an_unusable_reservation_annotation_is_ignored_and_counted_once_per_vers
     after = counted()
     run(controller.reconcile("n1"))  # the same version: not again
     assert counted() == after
+
+
+def test_a_pod_requesting_past_the_range_rule_stays_on_its_node_counted_once_per_version(setup: Any) -> None:
+    # Issue 29, "a bad part never hides the rest": a `memory: 8Ei` request made the whole pod malformed and the
+    # manager dropped it from its node's sums (its usage vanished: the permissive direction). Now the pod stays,
+    # its request held at the range rule (the node full of memory), and the part is counted once per version.
+    controller, _, _ = setup
+
+    def counted() -> float:
+        labels = {"kind": "Pod", "reason": "out_of_range"}
+        return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+    before = counted()
+    huge = web_pod()
+    huge["spec"]["containers"][0]["resources"]["requests"]["memory"] = "8Ei"
+    feed(controller.pods, "ADDED", huge)
+    assert controller.pods_by_node["n1"]["ns/web"].request.memory_bytes == 2**53
+    assert controller.pods_by_node["n1"]["ns/web"].request.cpu_milli == 2000
+    assert counted() == before + 1
+    feed(controller.pods, "MODIFIED", huge)  # the same version again (a relist): not counted again
+    assert counted() == before + 1

@@ -171,3 +171,17 @@ def test_a_pod_with_a_limit_past_the_range_rule_still_counts_its_requests_on_its
     assert snap.requested[[CPU, MEMORY, PODS], 0].tolist() == [1000, GI, 1]
     info = snap.pods["default/p"]
     assert info.part_problem is not None and "limits.memory" in info.part_problem.field
+
+
+def test_a_bound_pod_requesting_past_the_range_rule_fills_its_node_for_that_resource() -> None:
+    # Issue 29, "a bad part never hides the rest": a `memory: 8Ei` request made the whole pod malformed, so a bound
+    # pod's requests vanished from its node (the permissive direction). Now it stays, the memory request held at the
+    # range rule: the node has no memory left for anyone, its cpu is accounted as before.
+    huge = pod("p", cpu="1", memory="8Ei", node_name="a")
+    snap = Snapshot.from_objects(nodes=[node("a", memory="8Gi"), node("b")], pods=[huge])
+    a = snap.node_by_name("a")
+    assert a is not None and set(snap.records) == {"default/p"}
+    assert snap.requested[[CPU, MEMORY, PODS], a.index].tolist() == [1000, 2**53, 1]
+    assert snap.requested[MEMORY, a.index] > snap.allocatable[MEMORY, a.index]
+    info = snap.pods["default/p"]
+    assert info.part_problem is not None and info.part_problem.field.endswith("requests.memory")

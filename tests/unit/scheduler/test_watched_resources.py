@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from prometheus_client import REGISTRY
+
 from common.kube.http import KubeHTTP
 from common.kube.kubeconfig import ClusterAccess
 from common.kube.malformed import MalformedObjects
+from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC
 from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
+from scheduler_plugin.framework.nodecolumns import MAX_RESOURCE_COLUMNS, UNTRACKED
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.coscheduling.gangs import POD_GROUP_RESOURCES
 from scheduler_plugin.plugins.loadaware.plugin import NODE_METRICS
+from scheduler_plugin.plugins.noderesources import NodeResourcesFit, NodeResourcesFitArgs
 from scheduler_plugin.plugins.registry import frameworks_from_config
 from scheduler_plugin.server.cache import ClusterCache
 from tests.objects import node, node_metric, pod, pod_group
@@ -132,3 +137,64 @@ def test_pod_and_node_events_inter_pod_placement_waits_for() -> None:
     assert listener.events == [NODE_ADD, ASSIGNED_POD_ADD, ASSIGNED_POD_UPDATE, NODE_DELETE, NAMESPACE_CHANGE]
     assert snapshot.store(Namespaces).labels("team-a") == {"team": "a"}
     assert snapshot.store(Namespaces).labels("unknown") == {}
+
+
+def malformed_count(kind: str, reason: str) -> float:
+    labels = {"kind": kind, "reason": reason}
+    return REGISTRY.get_sample_value("loadline_malformed_objects_total", labels) or 0.0
+
+
+def test_resource_columns_are_bounded_and_names_past_the_bound_fit_no_node() -> None:
+    """Issue 29: every distinct resource name a pod requested became a column of every node's arrays, without bound.
+    Past MAX_RESOURCE_COLUMNS new names share the UNTRACKED column, which no node offers: the pods and the node that
+    name them are counted (once per version), a pending pod requesting one fits no node, bound pods stay counted."""
+    snapshot = Snapshot()
+    cache = ClusterCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), snapshot, Listener(), MalformedObjects())
+    cache._on_node("ADDED", node("n1", cpu="64", memory="64Gi", rv="1"), None)
+    pods_before, nodes_before = malformed_count("Pod", "out_of_range"), malformed_count("Node", "out_of_range")
+    for i in range(6):  # 6 x 60 names, each pod within MAX_POD_RESOURCE_NAMES: 360 names past the fixed four
+        names = {f"example.com/r{i}-{j}": "1" for j in range(60)}
+        cache._on_pod("ADDED", pod(f"p{i}", cpu="100m", requests=names, node_name="n1", rv="1"), None)
+    assert len(snapshot.resource_names) == MAX_RESOURCE_COLUMNS and snapshot.resource_names[-1] == UNTRACKED
+    assert malformed_count("Pod", "out_of_range") == pods_before + 2  # p4 past the bound from its 12th name, p5 whole
+    a = snapshot.node_by_name("n1")
+    assert a is not None and set(a.pods) == {f"default/p{i}" for i in range(6)}  # all still counted on their node
+    untracked = snapshot.resource_column(UNTRACKED)
+    assert snapshot.requested[untracked, a.index] == 360 - (MAX_RESOURCE_COLUMNS - 1 - 4)
+    assert snapshot.allocatable[untracked].max() == 0
+    # A pending pod requesting a name past the bound fits no node (it is counted); one without fits.
+    fit = NodeResourcesFit(NodeResourcesFitArgs())
+    for requested, fits in (({}, True), ({"vendor.com/new": "1"}, False)):
+        info = PodInfo.from_dict(pod("pending", cpu="100m", requests=requested))
+        result = fit.filter(CycleState(), info, snapshot, snapshot.node_indices())
+        assert (result.feasible is None or bool(result.feasible.all())) is fits, requested  # None: all pass
+        assert (snapshot.part_problem(info) is None) is fits
+    assert [r.reason for r in result.rejections] == [f"Insufficient {UNTRACKED}"]
+    # A node's own name past the bound is not offered (counted once per version); its other resources are.
+    gpu = node("n2", extra={"vendor.com/gpu": "8"}, rv="1")
+    cache._on_node("ADDED", gpu, None)
+    cache._on_node("MODIFIED", gpu, gpu)
+    assert malformed_count("Node", "out_of_range") == nodes_before + 1
+    n2 = snapshot.node_by_name("n2")
+    assert n2 is not None and snapshot.allocatable[untracked, n2.index] == 0 and snapshot.allocatable[0, n2.index] == 4000
+    assert "vendor.com/gpu" not in snapshot.resource_names
+
+
+def test_an_unreadable_raw_allocatable_annotation_is_counted_by_the_scheduler() -> None:
+    """Issue 29: the Node digest reads Koordinator's raw-allocatable annotation as absent when it does not read (as
+    Koordinator does), but the scheduler never counted it. Now it is {kind="Node", reason="invalid_value"}, once per
+    version, and the node keeps its status.allocatable (LoadAware's denominator without the annotation)."""
+    snapshot = Snapshot()
+    malformed = MalformedObjects()
+    cache = ClusterCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), snapshot, Listener(), malformed)
+    before = malformed_count("Node", "invalid_value")
+    bad = node("n1", rv="1", annotations={"node.koordinator.sh/raw-allocatable": '{"cpu": "lots"}'})
+    cache._on_node("ADDED", bad, None)
+    cache._on_node("MODIFIED", bad, None)  # the same version re-listed
+    assert malformed_count("Node", "invalid_value") == before + 1
+    info = snapshot.node_by_name("n1")
+    assert info is not None and info.raw_allocatable is None and info.allocatable["cpu"] == 4000
+    assert malformed.current() == [("Node", "n1")]
+    fixed = node("n1", rv="2", annotations={"node.koordinator.sh/raw-allocatable": '{"cpu": "8"}'})
+    cache._on_node("MODIFIED", fixed, bad)
+    assert malformed.current() == [] and info.raw_allocatable == {"cpu": 8000}
