@@ -65,12 +65,14 @@ class ControlPlane:
         real_nodes: bool = False,
         audit: bool | None = None,
         disable_admission: Sequence[str] = (),
+        profiling: bool = False,
     ) -> ControlPlane:
         """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
         reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts).
         `audit`: the API server's audit log of service-account requests (`audit_events()`), for RBAC tests; on by
         default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise.
-        `disable_admission`: more admission plugins to turn off."""
+        `disable_admission`: more admission plugins to turn off. `profiling`: the API server serves
+        /debug/pprof (a bench's CPU profile of it)."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -130,7 +132,7 @@ class ControlPlane:
                     # chart's manager) at a ready endpoint's pod IP, which the host reaches over the CNI bridge.
                     *(["--enable-aggregator-routing=true"] if real_nodes else []),
                     "--allow-privileged=true",
-                    "--profiling=false",
+                    f"--profiling={str(profiling).lower()}",
                     "--v=1",
                     *audit_args,
                 ],

@@ -13,6 +13,7 @@ admit, which is the compatibility under test.
     start_koord_scheduler(plane, config=my_kube_scheduler_configuration)   # a whole config of your own
     start_koord_descheduler(plane, low={"cpu": 45}, high={"cpu": 75}, dry_run=True)
     start_koord_manager(plane)                             # NodeMetric + NodeSLO per node, batch resources on Nodes
+    start_koord_manager_webhook(plane, {"matchLabels": {...}})   # its pod webhooks (Colocation Profile) on loopback
     start_koordlet(plane, "<node>-koordlet")               # koordlet for a view of the real node (see below)
 
 Every function returns a `KoordProcess`: a `Component` (stop/kill/log_tail/alive) that is also a context manager
@@ -389,6 +390,74 @@ def start_koord_manager(
         extra_ports={"metrics": metrics_port, "health": health_port},
     )
     return _launch(plane, process, f"{name} /metrics", timeout)
+
+
+# --- koord-manager's pod webhooks (ClusterColocationProfile) on loopback -------------------------------------
+# koord-manager finds its webhook configurations by name (env MUTATING_WEBHOOK_NAME / VALIDATING_WEBHOOK_NAME,
+# pkg/webhook/util/util.go), keeps their webhooks as a template, writes its CA bundle into them and, with
+# WEBHOOK_HOST set, turns each `service:` client config into `url: https://WEBHOOK_HOST:WEBHOOK_PORT<path>`
+# (pkg/webhook/util/configuration/configuration.go) and its certificates into WEBHOOK_CERT_DIR, certifying that host
+# as an IP (pkg/webhook/util/generator/selfsigned.go). So the configurations must exist before it starts.
+KOORD_POD_WEBHOOKS = ("mpod-create.koordinator.sh", "vpod.koordinator.sh")
+
+
+def koord_webhook_configurations(
+    manifests: Path,
+    name: str,
+    namespace_selector: Obj,
+    *,
+    failure_policy: str = "Fail",
+    timeout_seconds: int = 5,
+) -> list[Obj]:
+    """Koordinator's own pod webhooks as its config/webhook/manifests.yaml declares them (Pod CREATE to /mutate-pod;
+    Pod CREATE and UPDATE to /validate-pod, no matchConditions), for the namespaces `namespace_selector` selects,
+    both configurations named `name`; the other webhooks (nodes, configmaps, quotas, reservations) left out."""
+    docs = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
+    out = []
+    for doc in docs:
+        webhooks = [w for w in doc["webhooks"] if w["name"] in KOORD_POD_WEBHOOKS]
+        for webhook in webhooks:
+            webhook.update(namespaceSelector=namespace_selector, failurePolicy=failure_policy,
+                           timeoutSeconds=timeout_seconds)  # fmt: skip
+            webhook["clientConfig"]["service"].update(name="koordinator-webhook-service", namespace=KOORD_NAMESPACE)
+        out.append({"apiVersion": doc["apiVersion"], "kind": doc["kind"], "metadata": {"name": name},
+                    "webhooks": webhooks})  # fmt: skip
+    return out
+
+
+def start_koord_manager_webhook(
+    plane: ControlPlane,
+    namespace_selector: Obj,
+    *,
+    name: str = "koord-manager-webhook",
+    failure_policy: str = "Fail",
+    timeout_seconds: int = 5,
+    verbosity: int = 1,
+    timeout: float = 90,
+) -> KoordProcess:
+    """koord-manager serving only its pod webhooks (no controllers) on 127.0.0.1 over TLS, through the
+    configurations `name` (see above); ready once its /readyz (the webhook-ready check) passes, when it has
+    written its CA bundle and URL into them."""
+    install_koord_crds(plane)
+    module = koordbuild.crd_dir().parents[2]
+    configs = koord_webhook_configurations(module / "config" / "webhook" / "manifests.yaml", name,
+                                           namespace_selector, failure_policy=failure_policy,
+                                           timeout_seconds=timeout_seconds)  # fmt: skip
+    plane.apply(configs)
+    metrics_port, health_port, webhook_port = free_port(), free_port(), free_port()
+    argv = manager_argv(koordbuild.ensure(["koord-manager"])["koord-manager"], plane.kubeconfig,
+                        metrics_port=metrics_port, health_port=health_port, controllers=("-*",),
+                        verbosity=verbosity)  # fmt: skip
+    argv = [a for a in argv if not a.startswith("--feature-gates=")] + ["--feature-gates=WebhookFramework=true"]
+    env = {**os.environ, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(webhook_port),
+           "WEBHOOK_CERT_DIR": str(plane.root / f"{name}-certs"), "POD_NAMESPACE": KOORD_NAMESPACE,
+           "MUTATING_WEBHOOK_NAME": name, "VALIDATING_WEBHOOK_NAME": name}  # fmt: skip
+    process = KoordProcess(
+        name, argv, plane.root / "logs" / f"{name}.log", env=env,
+        url=f"http://127.0.0.1:{health_port}/readyz",
+        extra_ports={"metrics": metrics_port, "health": health_port, "webhook": webhook_port},
+    )  # fmt: skip
+    return _launch(plane, process, f"{name} /readyz (its webhook configurations written)", timeout)
 
 
 # --- koordlet beside Loadline's agent on the real node ---------------------------------------------------------

@@ -15,6 +15,7 @@ from tests.harness.koordinator import (
     KOORD_NAMESPACE,
     descheduler_config,
     extra_crds,
+    koord_webhook_configurations,
     manager_argv,
     scheduler_config,
 )
@@ -104,6 +105,37 @@ REAL_NODE = {
         "daemonEndpoints": {"kubeletEndpoint": {"Port": 40123}},
     },
 }
+
+
+def test_koord_webhook_configurations_are_koordinators_pod_webhooks_for_the_selected_namespaces(
+    tmp_path: Path,
+) -> None:
+    service = {"service": {"name": "webhook-service", "namespace": "system", "path": "/mutate-pod"}}
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(yaml.safe_dump_all([
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+         "metadata": {"name": "mutating-webhook-configuration"},
+         "webhooks": [{"name": "mnode-status.koordinator.sh", "clientConfig": service},
+                      {"name": "mpod-create.koordinator.sh", "clientConfig": service, "failurePolicy": "Fail"},
+                      {"name": "mpod-update.koordinator.sh", "clientConfig": service}]},
+        {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "validating-webhook-configuration"},
+         "webhooks": [{"name": "vpod.koordinator.sh", "clientConfig": {"service": {**service["service"],
+                                                                                   "path": "/validate-pod"}}},
+                      {"name": "vconfigmap.koordinator.sh", "clientConfig": service}]},
+    ]))  # fmt: skip
+    selector = {"matchLabels": {"colocate": "yes"}}
+    mutating, validating = koord_webhook_configurations(manifests, "bench", selector, failure_policy="Ignore",
+                                                        timeout_seconds=7)  # fmt: skip
+    assert mutating["metadata"] == validating["metadata"] == {"name": "bench"}
+    assert [w["name"] for w in mutating["webhooks"]] == ["mpod-create.koordinator.sh"]
+    assert [w["name"] for w in validating["webhooks"]] == ["vpod.koordinator.sh"]
+    for webhook in (*mutating["webhooks"], *validating["webhooks"]):
+        assert (webhook["namespaceSelector"], webhook["failurePolicy"], webhook["timeoutSeconds"]) == (selector,
+                                                                                                     "Ignore", 7)
+        # koord-manager turns the service into its WEBHOOK_HOST URL, keeping the path
+        assert webhook["clientConfig"]["service"]["namespace"] == KOORD_NAMESPACE
+    assert validating["webhooks"][0]["clientConfig"]["service"]["path"] == "/validate-pod"
 
 
 def test_koordlet_view_node_is_never_a_place_for_pods() -> None:

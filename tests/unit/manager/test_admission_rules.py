@@ -329,8 +329,8 @@ def test_responses_and_json_patch() -> None:
     request = parse_review(review({"uid": "u1", "operation": "CREATE", "resource": {"resource": "pods"},
                                    "namespace": "ns", "object": {"metadata": {}}}))  # fmt: skip
     assert (request.uid, request.operation, request.resource, request.namespace) == ("u1", "CREATE", "pods", "ns")
-    before = {"metadata": {"name": "x", "labels": {"a": "1"}}, "spec": {"containers": [{"name": "c"}]}}
-    after = {"metadata": {"name": "x", "labels": {"a": "2", "b/c": "3"}, "annotations": {"k": "v"}},
+    before = {"metadata": {"name": "x", "labels": {"a": "1", "keep": "k"}}, "spec": {"containers": [{"name": "c"}]}}
+    after = {"metadata": {"name": "x", "labels": {"a": "2", "b/c": "3", "keep": "k"}, "annotations": {"k": "v"}},
              "spec": {"containers": [{"name": "c", "resources": {}}]}}  # fmt: skip
     ops = json_patch(before, after)
     assert ops == [
@@ -339,6 +339,15 @@ def test_responses_and_json_patch() -> None:
         {"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
         {"op": "add", "path": "/spec/containers/0/resources", "value": {}},
     ]
+    # A map none of whose entries is kept is one replace, not a remove and an add per key (a batch pod's requests).
+    before = {"spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    batch = {"kubernetes.io/batch-cpu": "1k", "kubernetes.io/batch-memory": "1Gi"}
+    after = {"spec": {"containers": [{"name": "c", "resources": {"requests": batch}}]}}
+    assert json_patch(before, after) == [{"op": "replace", "path": "/spec/containers/0/resources/requests",
+                                          "value": batch}]  # fmt: skip
+    assert json_patch({"a": {"x": 1, "y": 2}}, {"a": {}}) == [{"op": "replace", "path": "/a", "value": {}}]
+    assert json_patch({"a": {"x": 1}}, {"a": {}}) == [{"op": "remove", "path": "/a/x"}]  # one op either way
+    assert json_patch({}, {"a": 1}) == [{"op": "add", "path": "/a", "value": 1}]  # the root is never replaced
     answer = orjson.loads(allowed("u1", ops, ["w" * 300]))["response"]
     assert orjson.loads(base64.b64decode(answer["patch"])) == ops and len(answer["warnings"][0]) == 120
     refusal = orjson.loads(denied("u1", "no"))["response"]
