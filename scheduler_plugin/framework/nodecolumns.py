@@ -35,6 +35,10 @@ CPU, MEMORY, PODS = 0, 1, 2
 # a few device plugins). Past it, every new name shares the UNTRACKED column, which no node offers (allocatable 0):
 # a pending pod requesting such a name fits no node, the safe direction, and a node's own name past it is not offered.
 MAX_RESOURCE_COLUMNS: Final = 256
+# Of those, columns a pod (or gang) may add for names no node offered yet: tenants writing made-up names fill these
+# and then share UNTRACKED, while the rest stay for what nodes offer (a device plugin installed later still gets its
+# column; before this split, made-up names could take every column until a restart).
+MAX_POD_RESOURCE_COLUMNS: Final = 128
 UNTRACKED: Final = "loadline.io/untracked-resources"
 
 IntArray = NDArray[np.int64]
@@ -110,6 +114,7 @@ class NodeColumns:
         self.uid = next(_snapshot_ids)
         self.resource_names: list[str] = list(FIXED_RESOURCES)
         self._resource_pos: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
+        self._pod_columns = 0  # columns added for names no node offered then (bounded by MAX_POD_RESOURCE_COLUMNS)
         cap = max(initial_capacity, 1)
         r = len(self.resource_names)
         self._allocatable = np.zeros((r, cap), np.int64)
@@ -187,15 +192,18 @@ class NodeColumns:
         return self.node(int(index)).name
 
     # ------------------------------------------------------------------ resources
-    def resource_column(self, name: str) -> int:
-        """Column of a resource, adding one (zeros everywhere) if it is new; past MAX_RESOURCE_COLUMNS, UNTRACKED's."""
+    def resource_column(self, name: str, *, offered: bool = False) -> int:
+        """Column of a resource, adding one (zeros everywhere) if it is new; UNTRACKED's past MAX_RESOURCE_COLUMNS,
+        or past MAX_POD_RESOURCE_COLUMNS added for names no node offered (`offered`: a node offers `name`)."""
         pos = self._resource_pos.get(name)
         if pos is None:
-            if len(self.resource_names) >= MAX_RESOURCE_COLUMNS - 1 and name != UNTRACKED:
+            full = len(self.resource_names) >= MAX_RESOURCE_COLUMNS - (UNTRACKED not in self._resource_pos)
+            if name != UNTRACKED and (full or (not offered and self._pod_columns >= MAX_POD_RESOURCE_COLUMNS)):
                 return self.resource_column(UNTRACKED)
             pos = len(self.resource_names)
             self.resource_names.append(name)
             self._resource_pos[name] = pos
+            self._pod_columns += not offered and name != UNTRACKED
             self._allocatable = _add_column(self._allocatable)
             self._requested = _add_column(self._requested)
         return pos
@@ -203,11 +211,11 @@ class NodeColumns:
     def has_resource(self, name: str) -> bool:
         return name in self._resource_pos
 
-    def untracked(self, names: Iterable[str]) -> list[str]:
-        """Those of `names` that have no column of their own (past MAX_RESOURCE_COLUMNS), adding the others."""
+    def untracked(self, names: Iterable[str], *, offered: bool = False) -> list[str]:
+        """Those of `names` that have no column of their own (past the bounds), adding the others."""
         out = []
         for name in names:
-            self.resource_column(name)
+            self.resource_column(name, offered=offered)
             if name not in self._resource_pos:
                 out.append(name)
         return out
@@ -235,7 +243,7 @@ class NodeColumns:
         raw_images = (obj.get("status") or {}).get("images")
         # Parsed only when they changed: a node's status updates (conditions, heartbeats) rarely touch them.
         images = None if info is not None and raw_images == _images_of(info.raw) else parse_node_images(raw_images)
-        untracked = self.untracked(allocatable)
+        untracked = self.untracked(allocatable, offered=True)
 
         info = self._node_by_name.get(name)
         is_new = info is None
@@ -361,13 +369,13 @@ class NodeColumns:
 
 
 def untracked_problem(kind: str, key: str, names: list[str], consequence: str) -> MalformedObjectError | None:
-    """The part problem of an object naming resources past MAX_RESOURCE_COLUMNS, or None."""
+    """The part problem of an object naming resources past the column bounds, or None."""
     if not names:
         return None
     shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
     return MalformedObjectError(
-        f"{len(names)} resource names past the scheduler's {MAX_RESOURCE_COLUMNS} distinct ones ({shown}): "
-        f"{consequence}",
+        f"{len(names)} resource names past the scheduler's bound ({shown}; {MAX_RESOURCE_COLUMNS} distinct names, "
+        f"{MAX_POD_RESOURCE_COLUMNS} of them for names pods request and no node offers): {consequence}",
         kind=kind,
         name=key,
         field="status.allocatable" if kind == "Node" else "spec.containers[*].resources.requests",

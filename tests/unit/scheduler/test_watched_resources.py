@@ -10,7 +10,12 @@ from common.kube.malformed import MalformedObjects
 from scheduler_plugin.framework.cycle_state import CycleState
 from scheduler_plugin.framework.events import NODE_METRIC
 from scheduler_plugin.framework.interfaces import WatchedResource, watched_by
-from scheduler_plugin.framework.nodecolumns import MAX_RESOURCE_COLUMNS, UNTRACKED
+from scheduler_plugin.framework.nodecolumns import (
+    FIXED_RESOURCES,
+    MAX_POD_RESOURCE_COLUMNS,
+    MAX_RESOURCE_COLUMNS,
+    UNTRACKED,
+)
 from scheduler_plugin.framework.podinfo import PodInfo
 from scheduler_plugin.framework.snapshot import Snapshot
 from scheduler_plugin.plugins.coscheduling.gangs import POD_GROUP_RESOURCES
@@ -146,21 +151,25 @@ def malformed_count(kind: str, reason: str) -> float:
 
 def test_resource_columns_are_bounded_and_names_past_the_bound_fit_no_node() -> None:
     """Issue 29: every distinct resource name a pod requested became a column of every node's arrays, without bound.
-    Past MAX_RESOURCE_COLUMNS new names share the UNTRACKED column, which no node offers: the pods and the node that
-    name them are counted (once per version), a pending pod requesting one fits no node, bound pods stay counted."""
+    Pods may add MAX_POD_RESOURCE_COLUMNS columns for names no node offers; past it their new names share the
+    UNTRACKED column, which no node offers: those pods are counted (once per version), a pending pod requesting one
+    fits no node, bound pods stay counted. What nodes offer still gets a column up to MAX_RESOURCE_COLUMNS (a device
+    plugin installed after tenants wrote made-up names); a node's names past that are not offered (counted)."""
     snapshot = Snapshot()
     cache = ClusterCache(KubeHTTP(ClusterAccess("http://127.0.0.1:1")), snapshot, Listener(), MalformedObjects())
     cache._on_node("ADDED", node("n1", cpu="64", memory="64Gi", rv="1"), None)
     pods_before, nodes_before = malformed_count("Pod", "out_of_range"), malformed_count("Node", "out_of_range")
-    for i in range(6):  # 6 x 60 names, each pod within MAX_POD_RESOURCE_NAMES: 360 names past the fixed four
+    for i in range(6):  # 6 x 60 names, each pod within MAX_POD_RESOURCE_NAMES: 360 names no node offers
         names = {f"example.com/r{i}-{j}": "1" for j in range(60)}
         cache._on_pod("ADDED", pod(f"p{i}", cpu="100m", requests=names, node_name="n1", rv="1"), None)
-    assert len(snapshot.resource_names) == MAX_RESOURCE_COLUMNS and snapshot.resource_names[-1] == UNTRACKED
-    assert malformed_count("Pod", "out_of_range") == pods_before + 2  # p4 past the bound from its 12th name, p5 whole
+    fixed = len(FIXED_RESOURCES)
+    assert len(snapshot.resource_names) == fixed + MAX_POD_RESOURCE_COLUMNS + 1
+    assert snapshot.resource_names[-1] == UNTRACKED
+    assert malformed_count("Pod", "out_of_range") == pods_before + 4  # p2 past the bound from its 9th name, p3-p5
     a = snapshot.node_by_name("n1")
     assert a is not None and set(a.pods) == {f"default/p{i}" for i in range(6)}  # all still counted on their node
     untracked = snapshot.resource_column(UNTRACKED)
-    assert snapshot.requested[untracked, a.index] == 360 - (MAX_RESOURCE_COLUMNS - 1 - 4)
+    assert snapshot.requested[untracked, a.index] == 360 - MAX_POD_RESOURCE_COLUMNS
     assert snapshot.allocatable[untracked].max() == 0
     # A pending pod requesting a name past the bound fits no node (it is counted); one without fits.
     fit = NodeResourcesFit(NodeResourcesFitArgs())
@@ -170,14 +179,21 @@ def test_resource_columns_are_bounded_and_names_past_the_bound_fit_no_node() -> 
         assert (result.feasible is None or bool(result.feasible.all())) is fits, requested  # None: all pass
         assert (snapshot.part_problem(info) is None) is fits
     assert [r.reason for r in result.rejections] == [f"Insufficient {UNTRACKED}"]
-    # A node's own name past the bound is not offered (counted once per version); its other resources are.
+    # A device plugin's resource that appears after all that still gets its column and is offered (not counted).
     gpu = node("n2", extra={"vendor.com/gpu": "8"}, rv="1")
     cache._on_node("ADDED", gpu, None)
-    cache._on_node("MODIFIED", gpu, gpu)
-    assert malformed_count("Node", "out_of_range") == nodes_before + 1
     n2 = snapshot.node_by_name("n2")
-    assert n2 is not None and snapshot.allocatable[untracked, n2.index] == 0 and snapshot.allocatable[0, n2.index] == 4000
-    assert "vendor.com/gpu" not in snapshot.resource_names
+    assert n2 is not None and snapshot.allocatable[snapshot.resource_column("vendor.com/gpu"), n2.index] == 8
+    assert malformed_count("Node", "out_of_range") == nodes_before
+    # Names nodes offer past MAX_RESOURCE_COLUMNS are not offered (counted once per version); the rest are.
+    many = node("n3", extra={f"vendor.com/d{j}": "1" for j in range(200)}, rv="1")
+    cache._on_node("ADDED", many, None)
+    cache._on_node("MODIFIED", many, many)
+    assert malformed_count("Node", "out_of_range") == nodes_before + 1
+    assert len(snapshot.resource_names) == MAX_RESOURCE_COLUMNS
+    n3 = snapshot.node_by_name("n3")
+    assert n3 is not None and snapshot.allocatable[untracked, n3.index] == 0 and snapshot.allocatable[0, n3.index] == 4000
+    assert "vendor.com/d199" not in snapshot.resource_names and "vendor.com/d0" in snapshot.resource_names
 
 
 def test_an_unreadable_raw_allocatable_annotation_is_counted_by_the_scheduler() -> None:
