@@ -65,12 +65,14 @@ class ControlPlane:
         real_nodes: bool = False,
         audit: bool | None = None,
         disable_admission: Sequence[str] = (),
+        apiserver_args: Sequence[str] = (),
     ) -> ControlPlane:
         """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
         reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts).
         `audit`: the API server's audit log of service-account requests (`audit_events()`), for RBAC tests; on by
         default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise.
-        `disable_admission`: more admission plugins to turn off."""
+        `disable_admission`: more admission plugins to turn off.
+        `apiserver_args`: more kube-apiserver flags (e.g. a benchmark's own audit policy)."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -133,6 +135,7 @@ class ControlPlane:
                     "--profiling=false",
                     "--v=1",
                     *audit_args,
+                    *apiserver_args,
                 ],
                 root / "logs" / "kube-apiserver.log",
             )
