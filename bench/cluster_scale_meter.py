@@ -39,6 +39,7 @@ USER_AGENTS: Mapping[str, str] = {
     "loadline-extender": "extender",
     "loadline-agent": "agents",
     "koord-manager": "manager",
+    "koordinator-manager": "manager",  # koord-manager's own (cmd/koord-manager/main.go sets cfg.UserAgent)
     "koord-scheduler": "scheduler",
     "koord-descheduler": "descheduler",
     "kube-scheduler": "scheduler",
