@@ -103,7 +103,7 @@ NODEMETRICS_PATH = resource_path(SLO_GROUP, SLO_VERSION, NODEMETRIC_PLURAL)
 NODE_CORES = 32
 SETTLE_SECONDS = 5.0  # after a component's start, before its first window
 PROBE_SECONDS = 1.0  # one probe pod per avoid-node this often
-PROBE_WAIT_SECONDS = 10.0  # a probe not bound this long after its creation was refused (and is deleted)
+PROBE_WAIT_SECONDS = 30.0  # a probe neither bound nor marked Unschedulable this long after its creation is dropped
 LOAD_AWARE_PERCENT = 65.0  # LoadAwareScheduling's usageThresholds.cpu (Koordinator's and the chart's)
 HIGH_PERCENT = 75.0  # the chart's descheduler highThresholds.cpu
 AVOID_BASE_PERCENT = 62.0
@@ -233,6 +233,7 @@ class Watches:
         self.reported: set[str] = set()  # nodes with a status
         self.hot: dict[str, HotNode] = {}
         self.bound: dict[str, float] = {}  # pod -> first seen bound
+        self.unschedulable: set[str] = set()  # pods a scheduler marked PodScheduled=False, reason Unschedulable
         self.created: dict[str, float] = {}  # pod -> creation sent
         self.deleting: dict[str, tuple[float, str]] = {}  # pod -> (first seen terminating or gone, its node)
         self.deleted_by_bench: set[str] = set()
@@ -265,6 +266,9 @@ class Watches:
         name = str(meta.get("name"))
         node = str((obj.get("spec") or {}).get("nodeName") or "")
         now = time.time()
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conditions):
+            self.unschedulable.add(name)
         if node and name not in self.bound:
             self.bound[name] = now
         if (kind == "DELETED" or meta.get("deletionTimestamp")) and name not in self.deleting:
@@ -485,13 +489,17 @@ class Bench:
         except KubeError:
             return
         self.watches.created[name] = created
+        # Refused means the scheduler said so (PodScheduled=False, Unschedulable), not that the probe waited in a
+        # queue busy with a wave; a probe with neither answer within PROBE_WAIT_SECONDS counts for nothing.
         deadline = created + PROBE_WAIT_SECONDS
-        while time.time() < deadline and name not in self.watches.bound:  # noqa: ASYNC110
+        watches = self.watches
+        while time.time() < deadline and name not in watches.bound and name not in watches.unschedulable:  # noqa: ASYNC110
             await asyncio.sleep(0.2)
-        bound = name in self.watches.bound
-        index = next((i for i, (c, _) in enumerate(hot.probes) if c > created), len(hot.probes))
-        hot.probes.insert(index, (created, bound))
-        if not bound:  # refused: out of the scheduler's queue again
+        bound = name in watches.bound
+        if bound or name in watches.unschedulable:
+            index = next((i for i, (c, _) in enumerate(hot.probes) if c > created), len(hot.probes))
+            hot.probes.insert(index, (created, bound))
+        if not bound:  # out of the scheduler's queue again
             self.watches.deleted_by_bench.add(name)
             with contextlib.suppress(KubeError):
                 options = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}

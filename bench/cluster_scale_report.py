@@ -24,6 +24,11 @@ AVOIDED_AFTER = 3  # refused probes in a row, none bound after them: the node is
 NAN = float("nan")
 
 
+def seconds(value: float) -> str:
+    """A time, or that it did not happen within the run (NaN: the row's figure, which the test rejects)."""
+    return f"{value:.1f}s" if math.isfinite(value) else "never within the run"
+
+
 # --------------------------------------------------------------------------- results
 @dataclass
 class HotNode:
@@ -210,13 +215,13 @@ def hot_rows(tables: Tables, result: StackResult, args: argparse.Namespace) -> N
             total = avoided - hot.stepped if avoided else NAN
             values = {"reported_s": reported, "acted_s": total}
             line = (f"  hot node {hot.node} (62 % -> 100 %): NodeMetric over {hot.threshold_percent:g} % "
-                    f"{reported:.1f}s after the step; scheduler avoids it {total:.1f}s after the step "
+                    f"{seconds(reported)} after the step; scheduler avoids it {seconds(total)} after the step "
                     f"({len(hot.probes)} probes, {sum(b for _, b in hot.probes)} bound)")  # fmt: skip
         else:
             total = hot.evicted - hot.stepped if hot.evicted else NAN
             values = {"reported_s": reported, "acted_s": total}
             line = (f"  hot node {hot.node} (73 % -> 100 %): NodeMetric over {hot.threshold_percent:g} % "
-                    f"{reported:.1f}s after the step; descheduler evicts {total:.1f}s after the step "
+                    f"{seconds(reported)} after the step; descheduler evicts {seconds(total)} after the step "
                     f"(deschedulingInterval {args.descheduling_interval or 'chart'}, "
                     f"{args.abnormalities} abnormal round(s))")  # fmt: skip
         tables.row(f"hot {result.stack}", f"{hot.role} {hot.node}", values, line)
@@ -275,7 +280,7 @@ def summary_rows(tables: Tables, summaries: dict[str, Summary], run: Run) -> Non
             continue
         worst = max((h.avoided or math.inf) - h.stepped for h in avoid)
         target(tables, f"{result.stack}: hot node avoided within one report interval + 5 s", worst / limit,
-               worst <= limit, f"worst step -> avoided {worst:.1f}s vs {limit:g}s;")
+               worst <= limit, f"worst step -> avoided {seconds(worst)} vs {limit:g}s;")
     if loadline:
         ok = loadline.manager_cores <= 1 and loadline.manager_rss_mib <= 1024
         target(tables, "manager <= 1 core and <= 1 GiB", max(loadline.manager_cores, loadline.manager_rss_mib / 1024),
