@@ -1,6 +1,6 @@
 """Cluster scale: the whole system on one real API server with 1,000 (or 5,000) kwok nodes, and the API server's bill.
 
-    .venv/bin/python bench/cluster_scale_bench.py                       # 1,000 nodes, 2 pods a node, < 10 minutes
+    .venv/bin/python bench/cluster_scale_bench.py                       # 1,000 nodes, 2 pods a node: 535 s at load 1-7
     .venv/bin/python bench/cluster_scale_bench.py --nodes 5000 --pods-per-node 10
     .venv/bin/python bench/cluster_scale_bench.py --mode extender       # kube-scheduler + Loadline's extender
     .venv/bin/python bench/cluster_scale_bench.py --smoke               # 20 nodes (tests/integration)
@@ -612,7 +612,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stacks", nargs="+", choices=STACKS, default=list(STACKS), help="stacks, in this order")
     p.add_argument("--mode", choices=("scheduler", "extender"), default="scheduler",
                    help="Loadline's scheduler, or kube-scheduler calling Loadline's extender")  # fmt: skip
-    p.add_argument("--window", type=float, default=20.0, help="seconds of each measuring window (default 20)")
+    p.add_argument("--window", type=float, default=20.0,
+                   help="seconds of each measuring window (default 20; the agents' writes come in a burst each "
+                   "report interval, so standing figures want a multiple of it, e.g. 60: over 10 minutes)")
     p.add_argument("--settle", type=float, default=SETTLE_SECONDS, help="seconds from a start to its first window")
     p.add_argument("--hot-nodes", type=int, default=2, help="nodes turned hot per role and stack (default 2)")
     p.add_argument("--hot-timeout", type=float, default=240.0, help="seconds the hot phase may take after the waves")
