@@ -66,13 +66,15 @@ class ControlPlane:
         audit: bool | None = None,
         disable_admission: Sequence[str] = (),
         profiling: bool = False,
+        apiserver_args: Sequence[str] = (),
     ) -> ControlPlane:
         """`real_nodes`: a plane for kubelets (tests/harness/realnode) — listening beyond loopback so pods
         reach it, with ServiceAccount admission (pods get tokens; kube-controller-manager creates the accounts).
         `audit`: the API server's audit log of service-account requests (`audit_events()`), for RBAC tests; on by
         default with `real_nodes` (where Loadline runs with its own service accounts), off otherwise.
         `disable_admission`: more admission plugins to turn off. `profiling`: the API server serves
-        /debug/pprof (a bench's CPU profile of it)."""
+        /debug/pprof (a bench's CPU profile of it). `apiserver_args`: more kube-apiserver flags (e.g. a
+        benchmark's own audit policy)."""
         started = time.monotonic()
         binaries = build.ensure(["etcd", "kube-apiserver", "kubectl"])
         root = root or Path(tempfile.mkdtemp(prefix="loadline-cp-"))
@@ -135,6 +137,7 @@ class ControlPlane:
                     f"--profiling={str(profiling).lower()}",
                     "--v=1",
                     *audit_args,
+                    *apiserver_args,
                 ],
                 root / "logs" / "kube-apiserver.log",
             )
