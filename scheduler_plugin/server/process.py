@@ -56,8 +56,13 @@ class SchedulerProcess:
         self.snapshot = Snapshot()
         self.health = ApiHealth()
         self.loops = Supervised()
-        # Events over their own connections, under the same client rate limit (see `Reporter`).
-        self.event_http = http.sibling(user_agent="loadline-scheduler/events", limiter=http.limiter)
+        # Events over their own connections and with a rate limit of their own at the same qps/burst, as
+        # kube-scheduler's event client (cmd/kube-scheduler/app/options/options.go, createClients: a second clientset
+        # from the same rest.Config, so a second token bucket): sharing one bucket, events took half of the
+        # bindings' 50/s (bench/cluster_scale_bench.py: Loadline drained at 0.4-0.8x kube-scheduler's pods/s).
+        limiter = http.limiter
+        event_limiter = TokenBucket(limiter.qps, limiter.burst) if limiter is not None else None
+        self.event_http = http.sibling(user_agent="loadline-scheduler/events", limiter=event_limiter)
         self.reporter = Reporter(http, self.identity, event_http=self.event_http, health=self.health)
         self.binder = APIBinder(http, before_bind=self.reporter.settle, health=self.health)
         self.frameworks = frameworks_from_config(config, snapshot=self.snapshot, binder=self.binder,
