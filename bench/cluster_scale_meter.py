@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import subprocess
 import threading
@@ -28,7 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from bench.scheduler_e2e_bench import process_cpu_seconds
+
 SAMPLE_SECONDS = 2.0
 
 # First token of the User-Agent (up to "/" or " ") -> component. client-go sends "<binary>/<version> (...)".
@@ -68,16 +68,6 @@ def request_key(event: Mapping[str, object]) -> str | None:
     if ref.get("subresource"):
         resource += "/" + str(ref["subresource"])
     return f"{verb} {resource}"
-
-
-def cpu_seconds(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def rss_bytes(pid: int | None) -> tuple[int, int]:
@@ -229,7 +219,7 @@ class Meter:
         """Stop reading a process that is about to exit; its CPU and RSS stay at their last value."""
         pid = self.pids.pop(name, None)
         if pid is not None:
-            self.cpu_at_exit[name] = cpu_seconds(pid)
+            self.cpu_at_exit[name] = process_cpu_seconds(pid)
             self.rss_at_exit[name] = rss_bytes(pid)
 
     # -- the thread: audit log and sockets ---------------------------------------------------------------------
@@ -282,6 +272,6 @@ class Meter:
         cpu = dict(self.cpu_at_exit)
         rss = dict(self.rss_at_exit)
         for name, pid in self.pids.items():
-            cpu[name] = cpu_seconds(pid)
+            cpu[name] = process_cpu_seconds(pid)
             rss[name] = rss_bytes(pid)
         return Snapshot(time.monotonic(), cpu, rss, requests, by_name, served)

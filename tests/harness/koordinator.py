@@ -211,14 +211,15 @@ def manager_argv(
     controllers: Sequence[str] = ("*",),
     leader_elect: bool = False,
     verbosity: int = 2,
+    webhooks: bool = False,
 ) -> list[str]:
-    """koord-manager without webhooks (no certificates to serve) and with its ports on loopback."""
+    """koord-manager with its ports on loopback, without webhooks (no certificates to serve) unless `webhooks`."""
     return [
         str(binary),
         f"--kubeconfig={kubeconfig}",
         f"--enable-leader-election={str(leader_elect).lower()}",
         f"--leader-election-namespace={KOORD_NAMESPACE}",
-        "--feature-gates=WebhookFramework=false",
+        f"--feature-gates=WebhookFramework={str(webhooks).lower()}",
         f"--config-namespace={KOORD_NAMESPACE}",
         f"--controllers={','.join(controllers)}",
         f"--metrics-addr=127.0.0.1:{metrics_port}",
@@ -447,8 +448,7 @@ def start_koord_manager_webhook(
     metrics_port, health_port, webhook_port = free_port(), free_port(), free_port()
     argv = manager_argv(koordbuild.ensure(["koord-manager"])["koord-manager"], plane.kubeconfig,
                         metrics_port=metrics_port, health_port=health_port, controllers=("-*",),
-                        verbosity=verbosity)  # fmt: skip
-    argv = [a for a in argv if not a.startswith("--feature-gates=")] + ["--feature-gates=WebhookFramework=true"]
+                        verbosity=verbosity, webhooks=True)  # fmt: skip
     env = {**os.environ, "WEBHOOK_HOST": "127.0.0.1", "WEBHOOK_PORT": str(webhook_port),
            "WEBHOOK_CERT_DIR": str(plane.root / f"{name}-certs"), "POD_NAMESPACE": KOORD_NAMESPACE,
            "MUTATING_WEBHOOK_NAME": name, "VALIDATING_WEBHOOK_NAME": name}  # fmt: skip
